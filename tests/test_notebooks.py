@@ -1,0 +1,52 @@
+"""Notebook hygiene: each notebook matches its jupytext twin and is committed executed."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from tools.notebooks import NOTEBOOK_DIR, out_of_sync, paired_scripts
+
+SCRIPTS = paired_scripts()
+
+
+def test_there_are_notebooks():
+    assert [s.stem for s in SCRIPTS][:1] == ["00_setup"]
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_pair_in_sync(script):
+    assert out_of_sync(script) is None
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_committed_executed_without_errors(script):
+    notebook = nbformat.read(script.with_suffix(".ipynb"), as_version=4)
+    code_cells = [c for c in notebook.cells if c.cell_type == "code"]
+    assert code_cells, "a notebook without code"
+    assert all(c.execution_count is not None for c in code_cells), "run every cell before committing"
+    errors = [o for c in code_cells for o in c.outputs if o.output_type == "error"]
+    assert not errors, errors[0].get("ename") if errors else ""
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_states_needs_and_time_up_front(script):
+    notebook = nbformat.read(script.with_suffix(".ipynb"), as_version=4)
+    first = notebook.cells[0]
+    assert first.cell_type == "markdown"
+    assert "**Needs:**" in first.source and "**Takes:**" in first.source
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_no_output_checked_cell_depends_on_the_profile(script):
+    """Cells compared by nbval in CI (smoke) were executed in cpu: they must not print either."""
+    notebook = nbformat.read(script.with_suffix(".ipynb"), as_version=4)
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and "# NBVAL_CHECK_OUTPUT" in cell.source:
+            text = "".join(o.get("text", "") for o in cell.outputs)
+            assert "profile       " not in text and "(set by GRPO_PROFILE)" not in text
+
+
+def test_notebook_dir_has_no_strays():
+    notebooks = {p.stem for p in NOTEBOOK_DIR.glob("*.ipynb")}
+    assert notebooks == {s.stem for s in SCRIPTS}, "every .ipynb needs a .py twin and vice versa"
