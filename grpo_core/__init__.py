@@ -16,12 +16,19 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     # update math
     "group_advantages": "advantages",
+    "SCALES": "advantages",
     "token_logprobs": "logprobs",
     "sequence_logprob": "logprobs",
+    "completion_mask": "logprobs",
+    "logprobs_from_logits": "logprobs",
+    "token_entropy": "logprobs",
     "policy_gradient_loss": "loss",
     "clipped_surrogate": "loss",
     "kl_k3": "loss",
     "grpo_loss": "loss",
+    "aggregate_loss": "loss",
+    "clip_metrics": "loss",
+    "LOSS_TYPES": "loss",
     # profiles and models
     "Profile": "profiles",
     "ProfileError": "profiles",
@@ -29,6 +36,8 @@ _EXPORTS: dict[str, str] = {
     "load_policy": "models",
     # rollouts
     "sample_group": "rollout",
+    "sample_for_profile": "rollout",
+    "chat_prompt": "rollout",
     "Rollout": "rollout",
     # rewards and the sandbox
     "run_tests": "sandbox",

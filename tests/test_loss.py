@@ -1,0 +1,295 @@
+"""grpo_core.loss: hand values, the lecture's claims as tests, NaN safety, bad input."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from grpo_core.advantages import group_advantages
+from grpo_core.loss import (
+    LOSS_TYPES,
+    aggregate_loss,
+    clip_metrics,
+    clipped_surrogate,
+    grpo_loss,
+    kl_k3,
+    policy_gradient_loss,
+)
+
+PROPERTY = settings(max_examples=30, deadline=None, derandomize=True)
+
+
+def leaf(values) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.float32, requires_grad=True)
+
+
+def grad_of(loss: torch.Tensor, tensor: torch.Tensor) -> torch.Tensor:
+    (gradient,) = torch.autograd.grad(loss, tensor)
+    return gradient
+
+
+@st.composite
+def logp_batches(draw, max_rows=6, max_width=5):
+    """(token_logps [B, T], mask [B, T]) with random lengths, some rows possibly empty."""
+    rows, width = draw(st.integers(1, max_rows)), draw(st.integers(1, max_width))
+    values = draw(st.lists(st.floats(-12.0, -1e-3), min_size=rows * width, max_size=rows * width))
+    lengths = draw(st.lists(st.integers(0, width), min_size=rows, max_size=rows))
+    mask = (torch.arange(width)[None] < torch.tensor(lengths)[:, None]).long()
+    return torch.tensor(values).view(rows, width), mask
+
+
+# --- the lecture's first box: one step per rollout -----------------------------------------------
+
+
+def test_policy_gradient_loss_on_the_usable_group_by_hand():
+    advantages = group_advantages([0.0, 1.0, 1.0, 2.0], 4)  # [-a, 0, 0, a], a = 1.2246
+    token_logps = leaf([[-1.0, -2.0], [-0.5, -0.5], [-3.0, -1.0], [-0.25, -9.0]])
+    mask = torch.tensor([[1, 1], [1, 1], [1, 0], [1, 0]])
+    edge = advantages[3].item()
+    # seq_logp = [-3, -1, -3, -0.25]; loss = -(-a * -3 + a * -0.25) / 4
+    loss = policy_gradient_loss(token_logps, mask, advantages)
+    assert loss.item() == pytest.approx(-(3 * edge - 0.25 * edge) / 4, rel=1e-6)
+    # d loss / d logp_it = -A_i / B on completion tokens: the worse answer is pushed down
+    expected = -advantages[:, None] / 4 * mask
+    torch.testing.assert_close(grad_of(loss, token_logps), expected)
+
+
+@pytest.mark.parametrize("rewards", [[0.0] * 4, [2.0] * 4], ids=["too_hard", "too_easy"])
+def test_groups_without_variation_move_nothing(rewards):
+    token_logps = leaf([[-1.0, -2.0], [-0.5, -0.5], [-3.0, -1.0], [-0.25, -9.0]])
+    loss = policy_gradient_loss(token_logps, torch.ones(4, 2), group_advantages(rewards, 4))
+    assert torch.equal(grad_of(loss, token_logps), torch.zeros(4, 2))
+
+
+@PROPERTY
+@given(logp_batches(), st.sampled_from(LOSS_TYPES), st.booleans())
+def test_zero_advantage_gives_exactly_zero_policy_gradient(batch, loss_type, reuse):
+    token_logps, mask = batch
+    token_logps.requires_grad_()
+    zero = torch.zeros(token_logps.size(0))
+    assert torch.equal(
+        grad_of(policy_gradient_loss(token_logps, mask, zero), token_logps),
+        torch.zeros_like(token_logps),
+    )
+    old = token_logps.detach() - 0.3 if reuse else None
+    loss, _ = grpo_loss(token_logps, old, zero, mask, loss_type=loss_type)
+    assert torch.equal(grad_of(loss, token_logps), torch.zeros_like(token_logps))
+
+
+# --- the lecture's second box: reusing a rollout adds a clip --------------------------------------
+
+
+def test_clipped_surrogate_by_hand():
+    # ratios 1.5, 0.5, 1.1, 1.5, 0.5 against A = +1, -1, +1, -1, +1
+    old = torch.zeros(5, 1)
+    token_logps = torch.log(torch.tensor([[1.5], [0.5], [1.1], [1.5], [0.5]]))
+    advantages = torch.tensor([1.0, -1.0, 1.0, -1.0, 1.0])
+    surrogate = clipped_surrogate(token_logps, old, advantages, epsilon=0.2)
+    # -min(rho A, clip(rho) A): capped at 1.2 / 0.8 only on the side A pushes
+    torch.testing.assert_close(surrogate, torch.tensor([[-1.2], [0.8], [-1.1], [1.5], [-0.5]]))
+    with_high = clipped_surrogate(token_logps, old, advantages, epsilon=0.2, epsilon_high=0.28)
+    torch.testing.assert_close(with_high[0], torch.tensor([-1.28]))
+
+
+@PROPERTY
+@given(logp_batches(), st.lists(st.floats(-3, 3), min_size=6, max_size=6))
+def test_at_ratio_one_the_clip_does_nothing(batch, advantage_values):
+    token_logps, mask = batch
+    token_logps.requires_grad_()
+    advantages = torch.tensor(advantage_values[: token_logps.size(0)])
+    surrogate = clipped_surrogate(token_logps, None, advantages)
+    # value: exactly -A on every token (rho = exp(logp - logp.detach()) = 1)
+    assert torch.equal(surrogate, (-advantages[:, None]).expand_as(surrogate))
+    # gradient: the plain policy gradient, token for token
+    summed = (surrogate * mask).sum(dim=1).mean()
+    plain = policy_gradient_loss(token_logps, mask, advantages)
+    torch.testing.assert_close(
+        grad_of(summed, token_logps), grad_of(plain, token_logps), atol=1e-7, rtol=0
+    )
+    metrics = clip_metrics(torch.ones_like(token_logps), advantages, mask)
+    assert set(metrics.values()) == {0.0}
+
+
+@pytest.mark.parametrize("epsilon_high", [None, 0.28])
+def test_a_token_clipped_on_the_side_its_advantage_pushes_gets_no_gradient(epsilon_high):
+    high = 0.2 if epsilon_high is None else epsilon_high
+    # ratios: above the band, below it, inside it (1.25 is inside only when epsilon_high = 0.28)
+    ratios = torch.tensor([[1.0 + high + 0.05, 0.7, 1.25], [1.0 + high + 0.05, 0.7, 1.25]])
+    old = torch.full((2, 3), -2.0)
+    token_logps = (old + ratios.log()).requires_grad_()
+    advantages = torch.tensor([1.0, -1.0])
+    surrogate = clipped_surrogate(
+        token_logps, old, advantages, epsilon=0.2, epsilon_high=epsilon_high
+    )
+    gradient = grad_of(surrogate.sum(), token_logps)
+    # A > 0 above the band and A < 0 below it: clipped, zero gradient
+    assert gradient[0, 0] == 0 and gradient[1, 1] == 0
+    # the other side is never clipped (the min keeps the pessimistic, unclipped term)
+    assert gradient[0, 1] != 0 and gradient[1, 0] != 0
+    assert (gradient[0, 2] == 0) == (epsilon_high is None)
+    metrics = clip_metrics(
+        ratios, advantages, torch.ones(2, 3), epsilon=0.2, epsilon_high=epsilon_high
+    )
+    clipped_high = 2 if epsilon_high is None else 1
+    assert metrics["clip_ratio/low_mean"] == pytest.approx(1 / 6)
+    assert metrics["clip_ratio/high_mean"] == pytest.approx(clipped_high / 6)
+    assert metrics["clip_ratio/region_mean"] == pytest.approx((1 + clipped_high) / 6)
+
+
+# --- the KL guardrail ------------------------------------------------------------------------------
+
+
+def test_kl_k3_by_hand():
+    token_logps = torch.tensor([[-1.0, -2.0]])
+    ref = token_logps + torch.tensor([[math.log(2.0), 0.0]])
+    torch.testing.assert_close(kl_k3(token_logps, ref), torch.tensor([[1.0 - math.log(2.0), 0.0]]))
+
+
+@PROPERTY
+@given(logp_batches(), logp_batches())
+def test_kl_k3_is_nonnegative_and_zero_where_reference_equals_policy(first, second):
+    token_logps, _ = first
+    ref = second[0]
+    rows, width = min(token_logps.size(0), ref.size(0)), min(token_logps.size(1), ref.size(1))
+    token_logps, ref = token_logps[:rows, :width], ref[:rows, :width]
+    assert (kl_k3(token_logps, ref) >= 0).all()
+    assert torch.equal(kl_k3(token_logps, token_logps), torch.zeros_like(token_logps))
+
+
+def test_on_policy_kl_gradient_includes_the_ratio_correction():
+    # rho * k3 at rho = 1: d/dlogp = k3 + (1 - e^d) = -d = logp - ref  (TRL's use_bias_correction_kl)
+    token_logps = leaf([[-1.0, -2.0, -0.5]])
+    ref = torch.tensor([[-1.0 + math.log(2.0), -2.5, -0.5]])
+    loss, metrics = grpo_loss(
+        token_logps,
+        None,
+        torch.zeros(1),
+        torch.ones(1, 3),
+        ref_token_logps=ref,
+        beta=0.04,
+        loss_type="bnpo",
+    )
+    expected_gradient = 0.04 * (token_logps.detach() - ref) / 3
+    torch.testing.assert_close(grad_of(loss, token_logps), expected_gradient)
+    k3 = kl_k3(token_logps.detach(), ref)
+    assert loss.item() == pytest.approx(0.04 * k3.mean().item(), rel=1e-6)
+    assert metrics["kl"] == pytest.approx(k3.mean().item(), rel=1e-6)
+
+
+# --- grpo_loss: TRL's four aggregations by hand ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("loss_type", "kwargs", "expected"),
+    [
+        ("grpo", {}, (-1.0 + 3.0 + 0.0) / 3),  # mean over rows of row means; the empty row counts
+        ("bnpo", {}, (-2.0 + 3.0) / 3),  # token mean over the batch
+        ("dr_grpo", {"max_completion_length": 4}, (-2.0 + 3.0) / (3 * 4)),
+        ("dr_grpo", {}, (-2.0 + 3.0) / (3 * 3)),  # default: the padded width
+        ("dapo", {}, (-2.0 + 3.0) / 3),  # default: this batch's tokens
+        ("dapo", {"num_items_in_batch": 10}, (-2.0 + 3.0) / 10),
+        ("dapo", {"num_items_in_batch": torch.tensor(10)}, (-2.0 + 3.0) / 10),
+    ],
+)
+def test_grpo_loss_aggregations_by_hand(loss_type, kwargs, expected):
+    # on-policy, each token's loss is -A: rows of length 2, 1, 0 with A = 1, -3, 5
+    token_logps = leaf([[-1.0, -2.0, -3.0], [-0.5, -1.0, -1.0], [-2.0, -2.0, -2.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0], [0, 0, 0]])
+    loss, metrics = grpo_loss(
+        token_logps, None, torch.tensor([1.0, -3.0, 5.0]), mask, loss_type=loss_type, **kwargs
+    )
+    assert loss.item() == pytest.approx(expected, rel=1e-6)
+    assert "kl" not in metrics and metrics["clip_ratio/region_mean"] == 0.0
+
+
+def test_aggregate_loss_matches_grpo_loss():
+    per_token = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    mask = torch.tensor([[1, 1, 1], [1, 0, 0]])
+    assert aggregate_loss(per_token, mask, "grpo").item() == pytest.approx((2.0 + 4.0) / 2)
+    assert aggregate_loss(per_token, mask, "bnpo").item() == pytest.approx(10.0 / 4)
+
+
+# --- never NaN ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("loss_type", LOSS_TYPES)
+@pytest.mark.parametrize("width", [0, 3])
+def test_empty_rows_and_junk_padding_never_give_nan(loss_type, width):
+    token_logps = torch.full((2, width), float("-inf")).requires_grad_()  # nothing is a real token
+    mask = torch.zeros(2, width, dtype=torch.long)
+    old = torch.full((2, width), float("nan"))
+    ref = torch.full((2, width), float("inf"))
+    loss, metrics = grpo_loss(
+        token_logps,
+        old,
+        torch.tensor([1.0, -1.0]),
+        mask,
+        ref_token_logps=ref,
+        beta=0.04,
+        loss_type=loss_type,
+    )
+    assert loss.item() == 0.0
+    assert all(math.isfinite(value) for value in metrics.values())
+    assert torch.isfinite(grad_of(loss, token_logps)).all()
+
+
+def test_junk_in_padding_does_not_change_the_result():
+    # intended difference from TRL, which multiplies by the mask: 0 * inf would be NaN there
+    token_logps = leaf([[-1.0, -2.0, 0.0], [-0.5, 0.0, 0.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
+    old, ref = token_logps.detach() - 0.1, token_logps.detach() + 0.2
+    junk = torch.tensor([[0.0, 0.0, float("nan")], [0.0, float("-inf"), float("inf")]])
+    clean_loss, clean_metrics = grpo_loss(
+        token_logps, old, torch.tensor([1.0, -1.0]), mask, ref_token_logps=ref, beta=0.1
+    )
+    junk_loss, junk_metrics = grpo_loss(
+        token_logps + junk,
+        old + junk,
+        torch.tensor([1.0, -1.0]),
+        mask,
+        ref_token_logps=ref - junk,
+        beta=0.1,
+    )
+    assert junk_loss.item() == clean_loss.item() and junk_metrics == clean_metrics
+
+
+# --- bad input ------------------------------------------------------------------------------------------
+
+
+def test_bad_inputs_raise_value_errors():
+    token_logps, mask, advantages = torch.zeros(2, 3), torch.ones(2, 3), torch.zeros(2)
+    with pytest.raises(
+        ValueError, match=r"old_token_logps must have token_logps' shape \(2, 3\), got \(2, 4\)"
+    ):
+        grpo_loss(token_logps, torch.zeros(2, 4), advantages, mask)
+    with pytest.raises(ValueError, match="mask must have token_logps' shape"):
+        grpo_loss(token_logps, None, advantages, torch.ones(3, 3))
+    with pytest.raises(
+        ValueError, match=r"advantages must be \[B\] with B = token_logps.size\(0\) = 2"
+    ):
+        grpo_loss(token_logps, None, torch.zeros(2, 1), mask)
+    with pytest.raises(ValueError, match=r"token_logps must be \[B, T\]"):
+        grpo_loss(torch.zeros(2), None, advantages, torch.ones(2))
+    with pytest.raises(
+        ValueError,
+        match=r"loss_type must be one of \('grpo', 'bnpo', 'dr_grpo', 'dapo'\), got 'ppo'",
+    ):
+        grpo_loss(token_logps, None, advantages, mask, loss_type="ppo")
+    with pytest.raises(ValueError, match="needs ref_token_logps"):
+        grpo_loss(token_logps, None, advantages, mask, beta=0.04)
+    with pytest.raises(ValueError, match="ref_token_logps must have token_logps' shape"):
+        grpo_loss(token_logps, None, advantages, mask, beta=0.04, ref_token_logps=torch.zeros(2, 2))
+    with pytest.raises(ValueError, match="epsilon and epsilon_high must be >= 0"):
+        grpo_loss(token_logps, None, advantages, mask, epsilon_high=-0.1)
+    with pytest.raises(ValueError, match="max_completion_length must be a positive int"):
+        grpo_loss(token_logps, None, advantages, mask, loss_type="dr_grpo", max_completion_length=0)
+    with pytest.raises(ValueError, match="batch is empty"):
+        grpo_loss(torch.zeros(0, 3), None, torch.zeros(0), torch.ones(0, 3))
+    with pytest.raises(ValueError, match=r"advantages must be \[B\]"):
+        policy_gradient_loss(token_logps, mask, torch.zeros(3))
+    with pytest.raises(ValueError, match="ref_token_logps must have"):
+        kl_k3(token_logps, torch.zeros(3, 3))
