@@ -22,7 +22,7 @@ from grpo_core.models import (
     find_gguf_file,
     load_policy,
 )
-from grpo_core.profiles import ProfileError, get_profile
+from grpo_core.profiles import ProfileError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -172,4 +172,3 @@ print(profile.name, len(rollout.texts), tuple(rollout.completion_ids.shape))
     name, count, shape = out.stdout.strip().splitlines()[-1].split(" ", 2)
     assert (name, count) == ("cpu", "8")
     assert shape.startswith("(8, ")
-

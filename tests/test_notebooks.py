@@ -24,7 +24,9 @@ def test_committed_executed_without_errors(script):
     notebook = nbformat.read(script.with_suffix(".ipynb"), as_version=4)
     code_cells = [c for c in notebook.cells if c.cell_type == "code"]
     assert code_cells, "a notebook without code"
-    assert all(c.execution_count is not None for c in code_cells), "run every cell before committing"
+    assert all(c.execution_count is not None for c in code_cells), (
+        "run every cell before committing"
+    )
     errors = [o for c in code_cells for o in c.outputs if o.output_type == "error"]
     assert not errors, errors[0].get("ename") if errors else ""
 

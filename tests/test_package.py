@@ -10,8 +10,15 @@ import pytest
 import grpo_core
 
 CONTRACT = [
-    "group_advantages", "sequence_logprob", "policy_gradient_loss", "clipped_surrogate",
-    "kl_k3", "grpo_loss", "run_tests", "load_policy", "get_profile",
+    "group_advantages",
+    "sequence_logprob",
+    "policy_gradient_loss",
+    "clipped_surrogate",
+    "kl_k3",
+    "grpo_loss",
+    "run_tests",
+    "load_policy",
+    "get_profile",
 ]
 
 

@@ -51,8 +51,10 @@ def test_unknown_profile_lists_the_valid_ones(monkeypatch, source):
         monkeypatch.setenv("GRPO_PROFILE", "tpu")
         call = get_profile
     else:
+
         def call():
             return get_profile("tpu")
+
     with pytest.raises(ProfileError) as info:
         call()
     message = str(info.value)
