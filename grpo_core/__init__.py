@@ -39,8 +39,22 @@ _EXPORTS: dict[str, str] = {
     "sample_for_profile": "rollout",
     "chat_prompt": "rollout",
     "Rollout": "rollout",
-    # rewards and the sandbox
+    # rewards, the sandbox and the problem sets
+    "format_reward": "rewards",
+    "accuracy_reward": "rewards",
+    "length_reward": "rewards",
+    "make_length_reward": "rewards",
+    "unit_test_reward": "rewards",
+    "extract_code": "rewards",
+    "extract_answer": "rewards",
     "run_tests": "sandbox",
+    "isolation_report": "sandbox",
+    "SandboxResult": "sandbox",
+    "load_mbpp": "mbpp",
+    "load_problems": "mbpp",
+    "read_problems": "mbpp",
+    "format_code_prompt": "mbpp",
+    "with_prompts": "mbpp",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,0 +1,150 @@
+"""Run untrusted, model-written Python against unit tests, and count the asserts it passes.
+
+``run_tests(code, tests)`` runs the candidate in a fresh, isolated process and returns a
+``SandboxResult`` with ``passed``, ``total``, ``fraction`` and ``status``. Standard library
+only: no torch, no numpy. The design (and the measurements behind it) is in the course's
+``notes/sandbox-design.md``; in short:
+
+* **The verdict is the parent's.** Each assert is split (``split.py``): the child evaluates
+  only the candidate's calls and sends back plain data; the parent compares it with the
+  expected values, which never enter the child. Exit codes, stdout and exceptions never count
+  as a pass. So every score the sandbox pays could have been earned by an honest program that
+  returns plain data.
+* **The kernel enforces the limits**: every completion gets a brand-new process, forked from
+  a pristine ``python -S -s`` that never runs candidate code (a fork server, one per worker:
+  ``_child.py``), running as a dedicated unprivileged uid when the parent is root, with no
+  fork and no threads (``RLIMIT_NPROC=0``), memory, CPU time, file size, open files and core
+  dumps limited, no_new_privs, an empty network namespace and a private IPC namespace where
+  they can be made, a fresh private working folder, an environment with no secrets, and its
+  output sent to /dev/null.
+* **The deadline is the parent's**: one wall-clock ``timeout_s`` for the whole completion,
+  enforced with SIGKILL of the process group; then what the uid left (files, and after an
+  unclean end any process) is removed.
+
+``isolation_report()`` says which layers this machine allows (print it in a notebook).
+
+Residual risks, by design: a candidate can read world-readable files (keep answer keys out of
+them: the Hub cache under /root is private); at level 0 (not root) it runs as your own user;
+it can hard-code the tests the prompt shows (score hidden tests too).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .execute import ChildRun, SandboxError, run_child
+from .host import Isolation, worker_slot
+from .judge import Records, judge_tests, parse_records
+from .probe import (
+    IsolationReport,
+    SandboxWarning,
+    get_isolation,
+    isolation_report,
+    probe_isolation,
+)
+from .split import SplitPlan, UnsplittableTestError, plan_tests
+
+__all__ = [
+    "DEFAULT_MEMORY_MB", "DEFAULT_TIMEOUT_S", "Isolation", "IsolationReport", "SandboxError",
+    "SandboxResult", "SandboxWarning", "UnsplittableTestError", "get_isolation",
+    "isolation_report", "kernel_limits", "probe_isolation", "run_tests",
+]
+
+DEFAULT_TIMEOUT_S = 3.0  # one deadline for the whole completion: load, setup and every test
+DEFAULT_MEMORY_MB = 1024
+FILE_SIZE_LIMIT = 1 << 20
+OPEN_FILES_LIMIT = 64
+
+
+@dataclass(frozen=True)
+class SandboxResult:
+    """The outcome of one completion.
+
+    ``status``: ``ok`` (ran to the end; some asserts may have failed), ``timeout``,
+    ``crashed`` (died or exited before reporting every test), ``load_error`` (the code raised
+    while loading, syntax errors included), ``setup_error``, or ``flooded`` (wrote more
+    records than the budget). ``status`` and ``detail`` are diagnostics only: the score is
+    ``passed``, the number of tests whose judge the parent evaluated as true.
+    """
+
+    passed: int
+    total: int
+    status: str
+    detail: str = ""
+    verdicts: tuple[bool, ...] = ()
+    seconds: float = 0.0
+    uid: int | None = None  # the sandbox uid it ran as (None at level 0)
+
+    @property
+    def fraction(self) -> float:
+        """``passed / total``, in [0, 1]."""
+        return self.passed / self.total if self.total else 0.0
+
+
+def run_tests(code: str, tests: Sequence[str], *, setup_code: str = "",
+              timeout_s: float = DEFAULT_TIMEOUT_S, memory_mb: int = DEFAULT_MEMORY_MB,
+              isolation: Isolation | None = None) -> SandboxResult:
+    """Run ``code``, then ``setup_code``, then score every assert in ``tests``.
+
+    Guarantees: returns within ``timeout_s`` plus clean-up time (milliseconds, normally);
+    leaves no process and no file behind; the same inputs give the same result (the child's
+    hash seed is fixed), unless a completion runs close to its deadline. Raises
+    ``UnsplittableTestError`` for a test that is not a single splittable assert (a dataset
+    bug), and ``SandboxError`` if the sandbox itself cannot run; never for anything the
+    candidate does.
+    """
+    tests = tuple(tests)
+    if not tests:
+        raise ValueError("run_tests needs at least one test")
+    if not (isinstance(code, str) and isinstance(setup_code, str)):
+        raise TypeError("code and setup_code must be strings")
+    plan = plan_tests(code, setup_code, tests)
+    request = {"code": code, "setup": setup_code,
+               "leaves": [(leaf.source, leaf.truth_context) for leaf in plan.leaves]}
+    chosen = isolation or get_isolation()
+    with worker_slot(chosen) as slot:
+        run = run_child(chosen, slot, request, kernel_limits(timeout_s, memory_mb), timeout_s)
+    records = parse_records(run.data, plan)
+    if not records.ready and run.ended_by in ("eof", "no_start"):
+        raise SandboxError("the sandboxed child exited before running anything "
+                           f"(wait status {run.status}); see isolation_report()")
+    verdicts = judge_tests(plan, records)
+    status, detail = classify(run, records, plan)
+    return SandboxResult(sum(verdicts), len(tests), status, detail, verdicts, run.seconds,
+                         slot.uid)
+
+
+def kernel_limits(timeout_s: float, memory_mb: int) -> list[tuple[str, int]]:
+    """The rlimits the child sets on itself (hard = soft) before any candidate code runs."""
+    return [("RLIMIT_AS", memory_mb << 20), ("RLIMIT_CPU", math.ceil(timeout_s) + 1),
+            ("RLIMIT_FSIZE", FILE_SIZE_LIMIT), ("RLIMIT_NOFILE", OPEN_FILES_LIMIT),
+            ("RLIMIT_CORE", 0), ("RLIMIT_NPROC", 0), ("RLIMIT_MSGQUEUE", 0),
+            ("RLIMIT_MEMLOCK", 0)]
+
+
+def classify(run: ChildRun, records: Records, plan: SplitPlan) -> tuple[str, str]:
+    """A status and a short human-readable detail (diagnostics only, never a score)."""
+    if run.ended_by == "deadline":
+        return "timeout", f"no result within {run.seconds:.2f} s"
+    if run.ended_by == "budget":
+        return "flooded", "more than the record budget was written"
+    if records.load_error:
+        return "load_error", records.load_error
+    if records.setup_error:
+        return "setup_error", records.setup_error
+    if records.done and records.loaded:
+        raised = sorted(set(records.errors.values()))
+        return "ok", f"raised: {', '.join(raised)}" if raised else ""
+    return "crashed", f"{_describe(run.status)} after {len(records.values)} of " \
+                      f"{len(plan.leaves)} results"
+
+
+def _describe(status: int | None) -> str:
+    if status is None:
+        return "ended"
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"exit status {os.WEXITSTATUS(status)}"

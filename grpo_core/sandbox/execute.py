@@ -1,0 +1,204 @@
+"""Run one request in one fresh sandboxed child, under a wall-clock deadline the parent owns.
+
+Guarantees of ``run_child``, whatever the child does:
+* it returns by the deadline plus the time to kill and clean up (normally milliseconds);
+* it reads at most ``budget`` bytes of the child's records and nothing else (the child's
+  stdout and stderr are /dev/null);
+* on return the child's whole process group has been SIGKILLed and reaped, its working folder
+  is gone, and at level 1 so is every file its uid left in the shared temporary folders; after
+  any run that did not end cleanly, every process of the uid is killed too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import marshal
+import math
+import os
+import select
+import signal
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .host import (
+    Isolation,
+    Slot,
+    kill_processes_of,
+    make_workdir,
+    remove_files_of,
+    remove_tree,
+    sandbox_env,
+)
+from .zygote import Zygote, ZygoteError, discard_zygote, zygote_for
+
+OUTPUT_BUDGET = 4 << 20  # bytes of records read per completion
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself failed (not the candidate): never scored, always raised."""
+
+
+@dataclass(frozen=True)
+class ChildRun:
+    """What one child produced.
+
+    ``ended_by``: ``eof`` (it closed its result pipe, normally by exiting), ``deadline``,
+    ``budget`` (it wrote too much) or ``no_start``. ``status``: its wait status, if known.
+    """
+
+    data: bytes
+    ended_by: str
+    status: int | None
+    seconds: float
+
+    @property
+    def clean(self) -> bool:
+        """Ended by itself with exit status 0."""
+        return self.ended_by == "eof" and self.status == 0
+
+
+def run_child(isolation: Isolation, slot: Slot, request: dict[str, Any],
+              limits: list[tuple[str, int]], timeout_s: float,
+              budget: int = OUTPUT_BUDGET) -> ChildRun:
+    """Fork a sandboxed child for ``slot``, send it ``request``, collect its records."""
+    _zygote(isolation, slot)  # started (once per slot) before the clock starts
+    started = time.monotonic()
+    deadline = started + timeout_s
+    workdir = make_workdir(isolation, slot.uid)
+    request_r, request_w = os.pipe()
+    result_r, result_w = os.pipe()
+    still_open = {request_r, request_w, result_r, result_w}
+    zygote, pid, run = None, None, None
+    try:
+        spec = {"uid": slot.uid, "workdir": workdir, "env": sandbox_env(workdir),
+                "limits": limits, "drop_caps": isolation.user_namespace}
+        zygote, pid = _spawn(isolation, slot, spec, request_r, result_w)
+        _close(still_open, request_r, result_w)
+        sent = _send(request_w, marshal.dumps(request, 4), deadline)
+        _close(still_open, request_w)
+        data, ended_by = _collect(result_r, deadline, budget) if sent == "ok" else (b"", sent)
+        status = _stop(isolation, slot, zygote, pid)
+        run = ChildRun(data, ended_by, status, time.monotonic() - started)
+    finally:
+        if run is None:  # interrupted (KeyboardInterrupt...): kill it, start afresh next time
+            if pid is not None:
+                _kill(pid)
+            discard_zygote(isolation, slot)  # its children die with it (parent-death signal)
+        _close(still_open, *list(still_open))
+        _clean_up(isolation, slot, workdir, thorough=run is None or not run.clean)
+    return run
+
+
+def _zygote(isolation: Isolation, slot: Slot) -> Zygote:
+    try:
+        return zygote_for(isolation, slot)
+    except ZygoteError as error:
+        raise SandboxError(f"cannot start the sandbox: {error}") from error
+
+
+def _spawn(isolation: Isolation, slot: Slot, spec: dict[str, Any], request_fd: int,
+           result_fd: int) -> tuple[Zygote, int]:
+    """Fork the child; a zygote that died since its last use is replaced once."""
+    for attempt in range(2):
+        zygote = _zygote(isolation, slot)
+        try:
+            return zygote, zygote.spawn(spec, request_fd, result_fd)
+        except ZygoteError as error:
+            discard_zygote(isolation, slot)
+            if attempt:
+                raise SandboxError(f"the sandbox could not start a child: {error}") from error
+    raise AssertionError("unreachable")
+
+
+def _close(still_open: set[int], *fds: int) -> None:
+    """Close each fd once (a second close could hit another thread's new fd)."""
+    for fd in fds:
+        if fd in still_open:
+            still_open.discard(fd)
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _send(fd: int, payload: bytes, deadline: float) -> str:
+    """Write the whole request: ``ok``, ``deadline``, or ``no_start`` (the child is gone)."""
+    os.set_blocking(fd, False)
+    view, poller = memoryview(payload), select.poll()
+    poller.register(fd, select.POLLOUT)
+    try:
+        while view:
+            if time.monotonic() >= deadline:
+                return "deadline"
+            if poller.poll(_ms_left(deadline)):
+                with contextlib.suppress(BlockingIOError):
+                    view = view[os.write(fd, view):]
+        return "ok"
+    except (BrokenPipeError, ConnectionResetError):
+        return "no_start"
+
+
+def _collect(fd: int, deadline: float, budget: int) -> tuple[bytes, str]:
+    """Read until EOF, the deadline or the byte budget, whichever comes first.
+
+    Never waits for EOF past the deadline: a stuck child cannot hold the parent.
+    """
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        if time.monotonic() >= deadline:
+            return b"".join(chunks), "deadline"
+        if not poller.poll(_ms_left(deadline)):
+            continue
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return b"".join(chunks), "eof"
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > budget:
+            return b"".join(chunks), "budget"
+
+
+def _ms_left(deadline: float) -> int:
+    return max(0, math.ceil((deadline - time.monotonic()) * 1000))
+
+
+def _stop(isolation: Isolation, slot: Slot, zygote: Zygote, pid: int) -> int | None:
+    """SIGKILL the child's process group, then have the zygote reap the child.
+
+    The group is killed *before* the child is reaped, so its id cannot have been reused. If
+    the zygote is gone (at level 0 a candidate can kill it), its children were killed with it
+    (parent-death signal) and are reaped by init; nothing is signalled then.
+    """
+    if not zygote.alive():
+        discard_zygote(isolation, slot)
+        return None
+    _kill(pid)
+    try:
+        return zygote.reap(pid)
+    except ZygoteError:
+        discard_zygote(isolation, slot)
+        return None
+
+
+def _kill(pid: int) -> None:
+    """SIGKILL the child and its process group (the child calls setsid first thing, so
+    until then the group does not exist yet and only the pid is signalled)."""
+    for send in (os.kill, os.killpg):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            send(pid, signal.SIGKILL)
+
+
+def _clean_up(isolation: Isolation, slot: Slot, workdir: str, thorough: bool) -> None:
+    """Remove what the child left. ``thorough``: also kill every process of the uid.
+
+    After a clean run (exit status 0 on its own) that scan (about 5 ms) is skipped: with
+    ``RLIMIT_NPROC=0`` for a non-root uid, which the probe checks, the child could not create
+    any process, and its own group is already dead.
+    """
+    if thorough and slot.uid is not None:
+        kill_processes_of(slot.uid)
+    remove_tree(workdir)
+    if slot.uid is not None:
+        remove_files_of(slot.uid, isolation.shared_dirs)

@@ -1,0 +1,272 @@
+"""Host-side mechanics: the isolation settings, sandbox uids, working folders and clean-up.
+
+Everything here runs in the trusted parent. The settings (``Isolation``) come from the probe in
+``probe.py``; this module only carries them out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import signal
+import stat
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+BOOTSTRAP = Path(__file__).with_name("_child.py").read_text(encoding="utf-8")
+# what the child may read from its environment: nothing the trainer knows (no tokens, no keys)
+_ENV_ALLOWLIST = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+                  # a fixed seed: set and dict order, and so the score, never depend on the run
+                  "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1",
+                  "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# world-writable folders where a sandbox uid could leave files behind
+SHARED_DIR_CANDIDATES = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue")
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """How completions are run; built and checked by ``probe.probe_isolation``.
+
+    ``uids`` empty means level 0: children run as the current user. The namespaces are
+    entered once by each worker's zygote and shared by the children it forks one after the
+    other; ``user_namespace`` is only used at level 0, where it is what lets an ordinary
+    user create the other two.
+    """
+
+    interpreter: str
+    interpreter_version: str = "?"
+    uids: tuple[int, ...] = ()
+    network_namespace: bool = False
+    ipc_namespace: bool = False
+    user_namespace: bool = False
+    no_new_privs: bool = False
+    base_dir: str = ""
+    shared_dirs: tuple[str, ...] = ()
+    slots: int = 32  # concurrent completions per process at level 0
+
+    @property
+    def level(self) -> int:
+        """1 when each completion runs as a dedicated non-root uid, else 0."""
+        return 1 if self.uids else 0
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A worker slot held exclusively: ``key`` names its zygote, ``uid`` its sandbox user."""
+
+    key: int
+    uid: int | None
+
+
+def sandbox_env(workdir: str) -> dict[str, str]:
+    """The child's whole environment: a fixed allowlist, home and temp in its working folder."""
+    return {**_ENV_ALLOWLIST, "HOME": workdir, "TMPDIR": workdir}
+
+
+def prepare_base_dir() -> str:
+    """The folder that holds working folders and uid locks; created 0711, checked if present.
+
+    0711: a sandbox uid can reach its own working folder but cannot list the others.
+    """
+    path = os.path.join(tempfile.gettempdir(), f"grpo-sandbox-{os.geteuid()}")
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o711)
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise PermissionError(f"{path} exists but is not a private folder of this user; "
+                              "remove it or set TMPDIR elsewhere")
+    os.chmod(path, 0o711)
+    return path
+
+
+def existing_shared_dirs() -> tuple[str, ...]:
+    """World-writable folders on this machine (deduplicated through symlinks)."""
+    found: dict[str, str] = {}
+    for path in (*SHARED_DIR_CANDIDATES, tempfile.gettempdir()):
+        with contextlib.suppress(OSError):
+            real = os.path.realpath(path)
+            if os.stat(real).st_mode & stat.S_IWOTH:
+                found.setdefault(real, real)
+    return tuple(found)
+
+
+# ---------------------------------------------------------------- worker slots
+
+_slots_in_use: set[int] = set()
+_slots_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def worker_slot(isolation: Isolation) -> Iterator[Slot]:
+    """Hold one worker slot exclusively, across threads and (at level 1) processes.
+
+    At level 1 a slot is a sandbox uid, locked with ``flock``. Exclusive use is what makes the
+    clean-up safe: while we hold uid U, every process and every stray file of U is ours.
+    """
+    if not isolation.uids:
+        key = _acquire_local(isolation.slots)
+        try:
+            yield Slot(key, None)
+        finally:
+            with _slots_lock:
+                _slots_in_use.discard(key)
+        return
+    uid, lock_fd = _acquire(isolation)
+    try:
+        yield Slot(uid, uid)
+    finally:
+        os.close(lock_fd)  # releases the flock
+        with _slots_lock:
+            _slots_in_use.discard(uid)
+
+
+def _acquire_local(count: int) -> int:
+    while True:
+        with _slots_lock:
+            for key in range(count):
+                if key not in _slots_in_use:
+                    _slots_in_use.add(key)
+                    return key
+        time.sleep(0.005)
+
+
+def _acquire(isolation: Isolation) -> tuple[int, int]:
+    while True:
+        for uid in isolation.uids:
+            with _slots_lock:
+                if uid in _slots_in_use:
+                    continue
+                _slots_in_use.add(uid)
+            lock_fd = _try_lock(os.path.join(isolation.base_dir, f"uid-{uid}.lock"))
+            if lock_fd is not None:
+                return uid, lock_fd
+            with _slots_lock:
+                _slots_in_use.discard(uid)  # another process holds it
+        time.sleep(0.005)
+
+
+def _try_lock(path: str) -> int | None:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+# ---------------------------------------------------------------- working folders and clean-up
+
+def make_workdir(isolation: Isolation, uid: int | None) -> str:
+    """A fresh 0700 folder owned by the sandbox uid (named after this process, for audits)."""
+    path = tempfile.mkdtemp(prefix=f"run-{os.getpid()}-", dir=isolation.base_dir)
+    if uid is not None:
+        os.chown(path, uid, uid)
+    return path
+
+
+def remove_tree(path: str) -> None:
+    """Delete a folder the child may have locked (chmod 000); never follows symlinks out of it."""
+    shutil.rmtree(path, ignore_errors=True)
+    if os.path.lexists(path):  # below level 1 the child's chmod binds the parent too
+        _unlock(path)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _unlock(path: str) -> None:
+    """Make every folder under ``path`` ours to read, top-down, skipping symlinks."""
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o700)
+    for folder, subfolders, _ in os.walk(path):
+        for name in subfolders:
+            full = os.path.join(folder, name)
+            if not os.path.islink(full):
+                with contextlib.suppress(OSError):
+                    os.chmod(full, 0o700)
+
+
+def kill_processes_of(uid: int, rounds: int = 5) -> int:
+    """SIGKILL every live process whose real, effective or saved uid is ``uid``; returns the count.
+
+    Reads ``/proc/<pid>/status`` rather than the owner of ``/proc/<pid>``, which a process can
+    hide by making itself non-dumpable. Zombies are skipped: they are already dead.
+    """
+    killed = 0
+    for _ in range(rounds):
+        found = list(_pids_with_uid(uid))
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        killed += len(found)
+        if not found:
+            break
+        time.sleep(0.01)
+    return killed
+
+
+def _pids_with_uid(uid: int) -> Iterator[int]:
+    wanted = str(uid).encode()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fd = os.open(f"/proc/{name}/status", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                head = os.read(fd, 1024)  # Name, State ... Uid come first
+            finally:
+                os.close(fd)
+        except OSError:
+            continue
+        if _status_field(head, b"State").startswith(b"Z"):
+            continue
+        if wanted in _status_field(head, b"Uid").split()[:3]:
+            yield int(name)
+
+
+def _status_field(status: bytes, field: bytes) -> bytes:
+    start = status.find(b"\n" + field + b":")
+    if start < 0:
+        return b""
+    start += len(field) + 2
+    end = status.find(b"\n", start)
+    return status[start:end if end >= 0 else None].strip()
+
+
+def remove_files_of(uid: int, folders: tuple[str, ...]) -> int:
+    """Delete what ``uid`` left at the top of the shared folders, and one level into
+    world-writable subfolders of other owners; returns the number of entries removed."""
+    return sum(_remove_owned(uid, folder, depth=1) for folder in folders)
+
+
+def _remove_owned(uid: int, folder: str, depth: int) -> int:
+    removed = 0
+    for entry in _scandir_quietly(folder):
+        with contextlib.suppress(OSError):
+            info = entry.stat(follow_symlinks=False)
+            if info.st_uid == uid:
+                _remove_entry(entry.path, info)
+                removed += 1
+            elif depth > 0 and stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH:
+                removed += _remove_owned(uid, entry.path, depth - 1)
+    return removed
+
+
+def _scandir_quietly(folder: str) -> list[os.DirEntry]:
+    try:
+        with os.scandir(folder) as entries:
+            return list(entries)
+    except OSError:
+        return []
+
+
+def _remove_entry(path: str, info: os.stat_result) -> None:
+    if stat.S_ISDIR(info.st_mode):
+        remove_tree(path)
+    else:
+        os.unlink(path)

@@ -1,0 +1,205 @@
+"""The parent's side of the protocol: read the child's records, decode values, judge tests.
+
+Nothing here trusts the child. A record is a *claim* about what a leaf returned; a claim is
+decoded only into builtin plain data (``json`` plus a depth-limited walk, never ``pickle``,
+``marshal`` or ``eval``) and then compared with the parent's own expected values by the
+parent's own Python. Exit codes, output and exceptions are never read as a pass: a test whose
+leaves did not all arrive as valid records fails.
+"""
+
+from __future__ import annotations
+
+import builtins
+import cmath
+import collections
+import functools
+import heapq
+import itertools
+import json
+import math
+import operator
+import re
+import string
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from .split import BINOP_NAME, VALUES_NAME, SplitPlan
+
+MAX_DEPTH = 60  # the child refuses to encode deeper than 50
+_MISSING = object()
+
+
+@dataclass
+class Records:
+    """What the child claimed, parsed from its result pipe (first valid record per leaf wins)."""
+
+    ready: bool = False  # the trusted bootstrap started (written before candidate code runs)
+    loaded: bool = False
+    load_error: str | None = None
+    setup_error: str | None = None
+    done: bool = False
+    values: dict[int, Any] = field(default_factory=dict)
+    errors: dict[int, str] = field(default_factory=dict)
+    malformed: int = 0  # lines that were not valid records (a sign of tampering)
+
+
+def parse_records(data: bytes, plan: SplitPlan) -> Records:
+    """Parse the child's output. Never raises on malformed input; counts it instead."""
+    records = Records()
+    lines = data.split(b"\n")
+    if not lines or lines[0] != b"R":
+        return records
+    records.ready = True
+    for line in lines[1:]:
+        if line:
+            _apply_record(records, line, plan)
+    return records
+
+
+def _apply_record(records: Records, line: bytes, plan: SplitPlan) -> None:
+    if line in (b"K", b"D"):
+        records.loaded |= line == b"K"
+        records.done |= line == b"D"
+        return
+    try:
+        record = json.loads(line)
+        _apply_parsed(records, record, plan)
+    except (ValueError, TypeError, KeyError, IndexError, RecursionError, MemoryError):
+        records.malformed += 1
+
+
+def _apply_parsed(records: Records, record: Any, plan: SplitPlan) -> None:
+    if type(record) is not list or not 2 <= len(record) <= 3:
+        raise ValueError("not a record")
+    if record[0] in ("L", "S") and len(record) == 2:
+        message = _decode_name(record[1])
+        if record[0] == "L" and records.load_error is None:
+            records.load_error = message
+        elif record[0] == "S" and records.setup_error is None:
+            records.setup_error = message
+        return
+    index, kind, payload = record
+    if type(index) is not int or not 0 <= index < len(plan.leaves):
+        raise ValueError("unknown leaf")
+    if index in records.values or index in records.errors:
+        return  # first record per leaf wins; later ones are ignored
+    if kind == "v":
+        records.values[index] = decode_value(payload)
+    elif kind == "b" and plan.leaves[index].truth_context and payload in (0, 1):
+        records.values[index] = bool(payload)
+    elif kind == "e":
+        records.errors[index] = _decode_name(payload)
+    else:
+        raise ValueError("bad record kind")
+
+
+def _decode_name(payload: Any) -> str:
+    if type(payload) is not str or len(payload) > 400:
+        raise ValueError("bad name")
+    return bytes.fromhex(payload).decode("utf-8", "replace")
+
+
+def decode_value(payload: Any, depth: int = 0) -> Any:
+    """Decode the child's tagged encoding into builtin plain data (raises ``ValueError``)."""
+    if depth > MAX_DEPTH:
+        raise ValueError("nested too deeply")
+    kind = type(payload)
+    if payload is None or kind in (bool, int, float):
+        return payload
+    if kind is str:
+        return bytes.fromhex(payload).decode("utf-8", "surrogatepass")
+    if kind is list:
+        return [decode_value(item, depth + 1) for item in payload]
+    if kind is not dict or len(payload) != 1:
+        raise ValueError("unknown value")
+    (tag, body), = payload.items()
+    return _decode_tagged(tag, body, depth + 1)
+
+
+def _decode_tagged(tag: str, body: Any, depth: int) -> Any:
+    if tag in ("f", "c", "y", "a") and type(body) is not str:
+        raise ValueError("bad scalar")
+    if tag == "f":
+        return float(body)
+    if tag == "c":
+        return complex(body)
+    if tag == "y":
+        return bytes.fromhex(body)
+    if tag == "a":
+        return bytearray.fromhex(body)
+    if type(body) is not list:
+        raise ValueError("bad container")
+    items = [decode_value(item, depth) for item in body]
+    if tag == "t":
+        return tuple(items)
+    if tag == "s":
+        return set(items)
+    if tag == "z":
+        return frozenset(items)
+    if tag == "d":
+        if any(type(pair) is not list or len(pair) != 2 for pair in items):
+            raise ValueError("bad dict")
+        return dict(items)
+    raise ValueError("unknown tag")
+
+
+def judge_tests(plan: SplitPlan, records: Records) -> tuple[bool, ...]:
+    """Pass/fail for each test: its judge, evaluated by the parent on the claimed values.
+
+    A test passes only if the candidate loaded, every one of its leaves has a valid value
+    record, and the judge is truthy. A judge that raises fails its test.
+    """
+    if not (records.ready and records.loaded) or records.load_error or records.setup_error:
+        return tuple(False for _ in plan.tests)
+    verdicts = []
+    for split, offset in zip(plan.tests, plan.offsets, strict=True):
+        values = [records.values.get(offset + k, _MISSING) for k in range(len(split.leaves))]
+        verdicts.append(_MISSING not in values and _evaluate_judge(split.judge, values))
+    return tuple(verdicts)
+
+
+def _evaluate_judge(judge: Any, values: list[Any]) -> bool:
+    namespace = dict(_JUDGE_GLOBALS)
+    namespace[VALUES_NAME] = values
+    try:
+        return bool(eval(judge, namespace))  # trusted test code over decoded plain data
+    except Exception:
+        return False
+
+
+_SEQUENCES = (str, bytes, bytearray, list, tuple)
+_MAX_REPEAT = 10_000_000  # items a sequence * int may produce
+_MAX_EXPONENT = 10_000  # for int ** int and int << int
+
+
+def guarded_binop(name: str, left: Any, right: Any) -> Any:
+    """``left <op> right`` for one of ast's BinOp names, refusing results that would be huge.
+
+    The candidate chooses ``left`` or ``right``: ``2 ** f(x)`` with ``f(x) = 10**9`` must not
+    stall the trainer, so powers, shifts and repetitions are bounded before they run.
+    """
+    small_base = (0, 1, -1) if name == "Pow" else (0,)  # 1 ** n is cheap, 1 << n is not
+    if name in ("Pow", "LShift") and isinstance(right, int) and abs(right) > _MAX_EXPONENT \
+            and not (isinstance(left, (int, float)) and left in small_base):
+        raise OverflowError("result too large to judge")
+    if name == "Mult":
+        for seq, count in ((left, right), (right, left)):
+            if isinstance(seq, _SEQUENCES) and isinstance(count, int) \
+                    and len(seq) * count > _MAX_REPEAT:
+                raise OverflowError("result too large to judge")
+    return _BINOPS[name](left, right)
+
+
+_BINOPS = {
+    "Add": operator.add, "Sub": operator.sub, "Mult": operator.mul, "Div": operator.truediv,
+    "FloorDiv": operator.floordiv, "Mod": operator.mod, "Pow": operator.pow,
+    "LShift": operator.lshift, "RShift": operator.rshift, "BitOr": operator.or_,
+    "BitXor": operator.xor, "BitAnd": operator.and_, "MatMult": operator.matmul,
+}
+
+_JUDGE_GLOBALS: dict[str, Any] = {
+    "__builtins__": builtins, BINOP_NAME: guarded_binop, "math": math, "cmath": cmath,
+    "sys": sys, "re": re, "string": string, "collections": collections,
+    "itertools": itertools, "functools": functools, "operator": operator, "heapq": heapq,
+}

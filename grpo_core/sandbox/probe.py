@@ -1,0 +1,308 @@
+"""Find the strongest isolation this machine allows, once, and report it.
+
+The probe tries each layer for real (it runs a small trusted program in a sandboxed child and
+reads back what that child could and could not do), so the report states measured facts, not
+intentions. A layer that is not available is dropped with a ``SandboxWarning``, never silently.
+
+Levels:
+* **1**: the parent is root (CI, Colab): every completion runs as a dedicated unprivileged uid
+  (one per worker slot, from ``GRPO_SANDBOX_UID_BASE``, default 60100), and, where the
+  kernel allows ``unshare(2)`` (through ``ctypes``), in an empty network namespace and a
+  private IPC namespace.
+* **0**: the parent is an ordinary user (a laptop): the child runs as that same user. The
+  kernel limits (no fork, no threads, memory, CPU, files) and the split evaluation still hold,
+  but the child can read and write whatever that user can, including other processes of
+  that user. Where unprivileged user namespaces exist, the network is still cut.
+"""
+
+from __future__ import annotations
+
+import grp
+import json
+import os
+import pwd
+import sys
+import threading
+import warnings
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .execute import SandboxError, run_child
+from .host import Isolation, existing_shared_dirs, prepare_base_dir, worker_slot
+from .judge import decode_value
+from .zygote import Zygote, ZygoteError, discard_zygote
+
+UID_BASE_DEFAULT = 60100
+UID_SLOTS = 32
+
+
+class SandboxWarning(RuntimeWarning):
+    """An isolation layer is not available here; the sandbox runs without it."""
+
+
+# The probe program: trusted code, run in a sandboxed child exactly like a candidate.
+_PROBE_CODE = '''
+import os, sys
+def facts():
+    out = {"uid": os.getuid(), "euid": os.geteuid(), "version": sys.version.split()[0]}
+    try:
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+        out["fork"] = "allowed"
+    except OSError:
+        out["fork"] = "blocked"
+    try:
+        import _thread
+        _thread.start_new_thread(int, ())
+        out["threads"] = "allowed"
+    except RuntimeError:
+        out["threads"] = "blocked"
+    try:
+        import json, fractions  # modules the zygote did not load: is the stdlib readable?
+        out["imports"] = "ok"
+    except Exception as error:
+        out["imports"] = type(error).__name__
+    import socket
+    probe = socket.socket()
+    probe.settimeout(0.2)
+    try:
+        probe.connect(("127.0.0.1", 9))
+        out["loopback"] = "reachable"
+    except OSError as error:
+        out["loopback"] = "unreachable" if error.errno == 101 else "reachable"
+    probe.close()
+    with open("/proc/self/status") as status:
+        out["no_new_privs"] = any(l.split() == ["NoNewPrivs:", "1"] for l in status)
+    return out
+'''
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the probe program measured inside a sandboxed child, and interpreters passed over."""
+
+    uid: int
+    version: str
+    fork_blocked: bool
+    threads_blocked: bool
+    network_cut: bool
+    no_new_privs: bool
+    imports: str = "ok"  # "ok", or the error a child got importing from the standard library
+    rejected: tuple[str, ...] = ()
+
+
+def probe_isolation(*, allow_uid_drop: bool = True, allow_namespaces: bool = True,
+                    interpreters: tuple[str, ...] | None = None) -> tuple[Isolation, Facts]:
+    """The strongest ``Isolation`` that works here, checked by a real sandboxed run.
+
+    The ``allow_*`` switches exist to test the degraded levels on a machine that has more.
+    Raises ``SandboxError`` if no interpreter can run the sandbox at all.
+    """
+    is_root = os.geteuid() == 0
+    base = Isolation(interpreter="", base_dir=prepare_base_dir(),
+                     shared_dirs=existing_shared_dirs(), network_namespace=allow_namespaces,
+                     ipc_namespace=allow_namespaces)
+    if is_root and allow_uid_drop:
+        base = replace(base, uids=free_uids())
+    if not is_root:
+        base = replace(base, user_namespace=allow_namespaces)  # lets a user make the others
+    rejected: list[str] = []
+    for wanted in _variants(base):
+        for interpreter in interpreters or interpreter_candidates():
+            found = _try(replace(wanted, interpreter=interpreter), rejected)
+            if found is not None:
+                return found[0], replace(found[1], rejected=tuple(rejected))
+    raise SandboxError("no Python interpreter could run the sandbox (" + "; ".join(rejected)
+                       + "); set GRPO_SANDBOX_PYTHON to one every user may run, such as "
+                       "/usr/bin/python3")
+
+
+def _variants(isolation: Isolation):
+    """The settings to try, strongest first; as the current user only if no interpreter can
+    run as the sandbox uid."""
+    yield isolation
+    if isolation.uids:
+        yield replace(isolation, uids=())
+
+
+def _try(wanted: Isolation, rejected: list[str]) -> tuple[Isolation, Facts] | None:
+    """Start a zygote as ``wanted``, keep the layers it really got, run the probe program."""
+    try:
+        zygote = Zygote(wanted)
+    except ZygoteError as error:
+        rejected.append(f"{wanted.interpreter}: {error}")
+        return None
+    layers = zygote.layers
+    zygote.close()
+    isolation = replace(wanted, interpreter_version=layers.version,
+                        network_namespace=layers.network_namespace,
+                        ipc_namespace=layers.ipc_namespace,
+                        user_namespace=layers.user_namespace)
+    try:
+        facts = _self_test(isolation)
+    except SandboxError as error:
+        rejected.append(f"{wanted.interpreter}: {error}")
+        return None
+    problem = _problem_with(isolation, facts)
+    if problem:
+        rejected.append(f"{wanted.interpreter}: {problem}")
+        return None
+    return replace(isolation, no_new_privs=facts.no_new_privs), facts
+
+
+def _problem_with(isolation: Isolation, facts: Facts | None) -> str:
+    if facts is None:
+        return "the probe program did not report"
+    if facts.imports != "ok":
+        return f"the sandbox uid cannot import the standard library ({facts.imports})"
+    if isolation.uids and facts.uid not in isolation.uids:
+        return f"the child runs as uid {facts.uid}, not a sandbox uid"
+    return ""
+
+
+def free_uids(count: int = UID_SLOTS) -> tuple[int, ...]:
+    """``count`` uids (from ``GRPO_SANDBOX_UID_BASE``) that no user or group on this machine has."""
+    start = int(os.environ.get("GRPO_SANDBOX_UID_BASE", UID_BASE_DEFAULT))
+    chosen: list[int] = []
+    uid = start
+    while len(chosen) < count and uid < start + 10 * count:
+        if not _id_exists(pwd.getpwuid, uid) and not _id_exists(grp.getgrgid, uid):
+            chosen.append(uid)
+        uid += 1
+    return tuple(chosen)
+
+
+def _id_exists(lookup, number: int) -> bool:
+    try:
+        lookup(number)
+    except KeyError:
+        return False
+    return True
+
+
+def interpreter_candidates() -> tuple[str, ...]:
+    """Interpreters to try, preferring ``GRPO_SANDBOX_PYTHON``, then ``sys.executable``."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    paths = [os.environ.get("GRPO_SANDBOX_PYTHON"), sys.executable,
+             getattr(sys, "_base_executable", None), f"/usr/bin/python{version}",
+             f"/usr/local/bin/python{version}", "/usr/bin/python3", "/usr/local/bin/python3"]
+    found: list[str] = []
+    for path in paths:
+        if path and path not in found and os.path.isfile(path) and os.access(path, os.X_OK):
+            found.append(path)
+    return tuple(found)
+
+
+def _self_test(isolation: Isolation) -> Facts | None:
+    """Run the probe program under ``isolation``; what it measured, or None."""
+    limits = [("RLIMIT_NPROC", 0), ("RLIMIT_AS", 1 << 30), ("RLIMIT_CORE", 0)]
+    request = {"code": _PROBE_CODE, "setup": "", "leaves": [("facts()", False)]}
+    with worker_slot(isolation) as slot:
+        try:
+            run = run_child(isolation, slot, request, limits, timeout_s=10.0)
+        finally:
+            discard_zygote(isolation, slot)
+    lines = run.data.split(b"\n")
+    if len(lines) < 3 or lines[:2] != [b"R", b"K"] or not lines[2].startswith(b'[0,"v",'):
+        return None
+    raw: dict[str, Any] = decode_value(json.loads(lines[2])[2])
+    return Facts(uid=raw["uid"], version=raw["version"], imports=raw["imports"],
+                     fork_blocked=raw["fork"] == "blocked",
+                     threads_blocked=raw["threads"] == "blocked",
+                     network_cut=raw["loopback"] == "unreachable",
+                     no_new_privs=raw["no_new_privs"])
+
+
+# ---------------------------------------------------------------- the process-wide choice
+
+_active: tuple[Isolation, Facts] | None = None
+_active_lock = threading.Lock()
+
+
+def get_isolation() -> Isolation:
+    """The isolation every ``run_tests`` call uses, probed on first use (warns if degraded)."""
+    return _get_active()[0]
+
+
+def _get_active() -> tuple[Isolation, Facts]:
+    global _active
+    with _active_lock:
+        if _active is None:
+            _active = probe_isolation()
+            warn_if_degraded(isolation_report_for(*_active))
+        return _active
+
+
+def warn_if_degraded(report: IsolationReport) -> None:
+    """One ``SandboxWarning`` per missing layer: a degraded sandbox is never silent."""
+    for message in report.warnings:
+        warnings.warn(message, SandboxWarning, stacklevel=3)
+
+
+def isolation_report() -> IsolationReport:
+    """A printable report of the isolation reached on this machine (probes on first use)."""
+    return isolation_report_for(*_get_active())
+
+
+@dataclass(frozen=True)
+class IsolationReport:
+    """What the sandbox guarantees here. ``layers``: (layer, active, how or why not)."""
+
+    level: int
+    interpreter: str
+    interpreter_version: str
+    layers: tuple[tuple[str, bool, str], ...]
+    warnings: tuple[str, ...]
+    passed_over: tuple[str, ...] = ()  # interpreters the sandbox uid could not use, and why
+
+    def __str__(self) -> str:
+        lines = [f"sandbox isolation level {self.level} "
+                 f"(child interpreter {self.interpreter}, Python {self.interpreter_version})"]
+        lines += [f"  [{'x' if active else ' '}] {name}: {how}"
+                  for name, active, how in self.layers]
+        lines += [f"  warning: {message}" for message in self.warnings]
+        lines += [f"  passed over {note}" for note in self.passed_over]
+        return "\n".join(lines)
+
+
+def isolation_report_for(isolation: Isolation, facts: Facts) -> IsolationReport:
+    """The report for given settings and the facts the probe measured under them."""
+    layers = _layers(isolation, facts)
+    problems = [f"{name} is not available: {how}" for name, active, how in layers if not active]
+    if isolation.level == 0:
+        problems.append("level 0: the candidate runs as your own user and can read or change "
+                        "your files, signal your processes and read their environment")
+    return IsolationReport(isolation.level, isolation.interpreter, facts.version,
+                           tuple(layers), tuple(problems), facts.rejected)
+
+
+def _layers(isolation: Isolation, facts: Facts) -> list[tuple[str, bool, str]]:
+    separate = isolation.level == 1 and facts.uid in isolation.uids
+    interpreter = f"{isolation.interpreter} -S -s, forked from a pristine zygote, " \
+                  "PYTHONHASHSEED=0"
+    return [
+        ("fresh process per completion", True, interpreter),
+        ("separate unprivileged uid", separate,
+         f"uids {isolation.uids[0]}-{isolation.uids[-1]}, one per worker slot" if separate
+         else "the parent is not root (or no interpreter runs as another uid)"),
+        ("no_new_privs", facts.no_new_privs, "prctl(PR_SET_NO_NEW_PRIVS)" if facts.no_new_privs
+         else "ctypes is unavailable"),
+        ("no network", facts.network_cut, "empty network namespace" if facts.network_cut
+         else "no network namespace could be created"),
+        ("private IPC namespace", isolation.ipc_namespace,
+         "System V objects deleted after each child" if isolation.ipc_namespace
+         else "no IPC namespace could be created"),
+        ("no fork / no threads", facts.fork_blocked and facts.threads_blocked,
+         "RLIMIT_NPROC=0 for a non-root uid" if facts.fork_blocked else
+         "RLIMIT_NPROC does not bind root"),
+        ("kernel limits", True, "RLIMIT_AS, CPU, FSIZE 1 MiB, NOFILE 64, CORE 0, hard = soft"),
+        ("private working folder", True, f"fresh 0700 folder under {isolation.base_dir}"),
+        ("environment without secrets", True, "a fixed allowlist (PATH, LANG, HOME, ...)"),
+        ("output discarded", True, "stdout and stderr go to /dev/null"),
+        ("deadline from outside", True, "SIGKILL of the process group by the parent"),
+        ("clean-up by uid", isolation.level == 1,
+         "kill the uid's processes, delete its files in " + ", ".join(isolation.shared_dirs)
+         if isolation.level == 1 else "needs a separate uid"),
+    ]

@@ -1,0 +1,251 @@
+"""Split each assert into what the candidate computes and what the parent judges.
+
+``assert set(similar(a, b)) == set((4, 5))`` becomes one *leaf*, ``set(similar(a, b))``, that
+the sandboxed child evaluates and sends back as plain data, and a *judge*,
+``__V[0] == set((4, 5))``, that the parent evaluates with its own trusted Python. The expected
+value ``set((4, 5))`` never leaves the parent, so no trick inside the child (reading the
+caller's frame, an always-equal object, a forged result record) can find or fake it.
+
+Which sub-expressions are the candidate's? Any that mentions a *candidate name*: a name the
+candidate's code (or the setup code) binds at module level, or a name the parent does not
+know (neither a builtin nor a trusted module such as ``math``). ``import math`` binds the real
+module and so does not count as rebinding ``math``. The parent looks *through* comparisons,
+``and``/``or``/``not``, arithmetic and a few pure calls (``abs``, ``isinstance``,
+``math.isclose``, ``math.fabs``), so that constants next to a candidate call, as in
+``abs(f(x) - 3.14) < 1e-6``, stay in the parent. Every other sub-expression that mentions a
+candidate name becomes a leaf, whole.
+
+A leaf must not compare anything itself: a test whose leaf would hold a comparison, a
+comprehension or a lambda (``all(f(i) == i * i for i in range(5))``) cannot be split without
+handing the expected values to the child, and is rejected with ``UnsplittableTestError``.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import functools
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import CodeType
+
+# Modules whose names a test may use on the parent's side (sanitized MBPP imports math;
+# MBPP task 596 calls sys.getsizeof on the expected side).
+TRUSTED_MODULES = frozenset({"math", "cmath", "sys", "re", "string", "collections",
+                             "itertools", "functools", "operator", "heapq"})
+TRUSTED_NAMES = frozenset(dir(builtins)) | TRUSTED_MODULES
+# calls the parent evaluates itself, on plain data, when an argument is the candidate's
+TRANSPARENT_CALLS = frozenset({"abs", "isinstance", "math.isclose", "math.fabs"})
+# sub-expressions that would make the child judge (part of) the test itself
+_JUDGING_NODES = (ast.Compare, ast.BoolOp, ast.Lambda, ast.ListComp, ast.SetComp,
+                  ast.DictComp, ast.GeneratorExp)
+
+VALUES_NAME = "__V"  # the judge reads leaf values from this list
+# The parent parses model-written code to find its names; that code's own warnings (invalid
+# escape sequences...) are not the user's business. Parsed under this file name, they are
+# filtered by name, which (unlike warnings.catch_warnings) is safe across threads.
+CANDIDATE_FILENAME, TEST_FILENAME = "<candidate>", "<test>"
+warnings.filterwarnings("ignore", module=f"^({CANDIDATE_FILENAME}|{TEST_FILENAME})$")
+BINOP_NAME = "__binop"  # arithmetic on candidate values goes through a size guard
+
+
+class UnsplittableTestError(ValueError):
+    """A test is not a single assert the sandbox can split (a dataset problem, raised early)."""
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """One expression the child evaluates. ``truth_context``: only its truth value matters."""
+
+    source: str
+    truth_context: bool
+
+
+@dataclass(frozen=True)
+class SplitTest:
+    """One assert: its leaves and the judge that the parent evaluates on their values.
+
+    ``judge`` is compiled ``eval`` code that reads ``__V[k]`` for the k-th leaf of this test.
+    """
+
+    source: str
+    leaves: tuple[Leaf, ...]
+    judge: CodeType
+
+
+@dataclass(frozen=True)
+class SplitPlan:
+    """All tests of one completion; ``offsets[i]`` is where test i's leaves start in ``leaves``."""
+
+    tests: tuple[SplitTest, ...]
+    leaves: tuple[Leaf, ...]
+    offsets: tuple[int, ...]
+
+
+def plan_tests(code: str, setup_code: str, tests: Sequence[str]) -> SplitPlan:
+    """Split every test for this candidate; raises ``UnsplittableTestError`` for a bad test."""
+    candidate_names = module_level_names(code) | module_level_names(setup_code)
+    split_tests, leaves, offsets = [], [], []
+    for test in tests:
+        relevant = candidate_names & names_in_test(test)
+        split = split_assert(test, relevant)
+        offsets.append(len(leaves))
+        leaves.extend(split.leaves)
+        split_tests.append(split)
+    return SplitPlan(tuple(split_tests), tuple(leaves), tuple(offsets))
+
+
+@functools.lru_cache(maxsize=8192)
+def names_in_test(test: str) -> frozenset[str]:
+    """Every name a test mentions (raises ``UnsplittableTestError`` if it is not one assert)."""
+    return frozenset(node.id for node in ast.walk(_parse_assert(test))
+                     if isinstance(node, ast.Name))
+
+
+@functools.lru_cache(maxsize=8192)
+def split_assert(test: str, candidate_names: frozenset[str]) -> SplitTest:
+    """Split one assert. ``candidate_names``: names the candidate binds at module level."""
+    statement = _parse_assert(test)
+    splitter = _Splitter(candidate_names, _locally_bound_names(statement))
+    body = splitter.visit(statement.test, truth_context=True)
+    expression = ast.fix_missing_locations(ast.Expression(body=body))
+    judge = compile(expression, "<judge>", "eval", dont_inherit=True)
+    return SplitTest(test, tuple(splitter.leaves), judge)
+
+
+def _parse_assert(test: str) -> ast.Assert:
+    try:
+        module = ast.parse(test.strip(), filename=TEST_FILENAME)
+    except SyntaxError as error:
+        raise UnsplittableTestError(f"test is not valid Python: {test!r} ({error})") from None
+    if len(module.body) != 1 or not isinstance(module.body[0], ast.Assert):
+        raise UnsplittableTestError(f"a test must be exactly one assert statement: {test!r}")
+    return module.body[0]
+
+
+def _locally_bound_names(node: ast.AST) -> frozenset[str]:
+    """Names bound inside the test itself (comprehension targets, lambda arguments)."""
+    names = set()
+    for child in ast.walk(node):
+        if isinstance(child, ast.comprehension):
+            names |= {n.id for n in ast.walk(child.target) if isinstance(n, ast.Name)}
+        elif isinstance(child, ast.Lambda):
+            names |= {a.arg for a in ast.walk(child.args) if isinstance(a, ast.arg)}
+    return frozenset(names)
+
+
+class _Splitter:
+    """Rewrites a test expression, collecting leaves in evaluation order."""
+
+    def __init__(self, candidate_names: frozenset[str], local_names: frozenset[str]):
+        self.candidate_names = candidate_names
+        self.local_names = local_names
+        self.leaves: list[Leaf] = []
+
+    def is_candidates(self, node: ast.AST) -> bool:
+        """Does ``node`` mention a name only the candidate's process can resolve?"""
+        for child in ast.walk(node):
+            if isinstance(child, ast.Name) and child.id not in self.local_names and (
+                    child.id in self.candidate_names or child.id not in TRUSTED_NAMES):
+                return True
+        return False
+
+    def visit(self, node: ast.expr, truth_context: bool = False) -> ast.expr:
+        """``node`` with each of the candidate's sub-expressions replaced by ``__V[k]``."""
+        if not self.is_candidates(node):
+            return node  # trusted test code: the parent evaluates it as written
+        if isinstance(node, ast.Compare):
+            node.left = self.visit(node.left)
+            node.comparators = [self.visit(item) for item in node.comparators]
+            return node
+        if isinstance(node, ast.BoolOp):
+            node.values = [self.visit(item, truth_context) for item in node.values]
+            return node
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            node.operand = self.visit(node.operand, truth_context=True)
+            return node
+        if isinstance(node, ast.BinOp):
+            operands = [self.visit(node.left), self.visit(node.right)]
+            name = ast.Constant(type(node.op).__name__)
+            return ast.Call(ast.Name(BINOP_NAME, ast.Load()), [name, *operands], [])
+        if self._is_transparent_call(node):
+            node.args = [self.visit(item) for item in node.args]
+            for keyword in node.keywords:
+                keyword.value = self.visit(keyword.value)
+            return node
+        return self._make_leaf(node, truth_context)
+
+    def _is_transparent_call(self, node: ast.expr) -> bool:
+        if not isinstance(node, ast.Call) or any(isinstance(a, ast.Starred) for a in node.args):
+            return False
+        name = _dotted_name(node.func)
+        root = name.split(".")[0] if name else None
+        return name in TRANSPARENT_CALLS and root not in self.candidate_names
+
+    def _make_leaf(self, node: ast.expr, truth_context: bool) -> ast.expr:
+        for child in ast.walk(node):
+            if isinstance(child, _JUDGING_NODES):
+                raise UnsplittableTestError(
+                    f"the candidate's part of this test would contain a "
+                    f"{type(child).__name__}, so the child would judge it: "
+                    f"{ast.unparse(node)!r}")
+        index = len(self.leaves)
+        self.leaves.append(Leaf(ast.unparse(node), truth_context))
+        return ast.Subscript(ast.Name(VALUES_NAME, ast.Load()), ast.Constant(index), ast.Load())
+
+
+def _dotted_name(node: ast.expr) -> str | None:
+    """``math.isclose`` for ``Attribute(Name('math'), 'isclose')``, ``abs`` for a Name."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return f"{node.value.id}.{node.attr}"
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def module_level_names(source: str) -> frozenset[str]:
+    """Names a piece of code binds in its module namespace (statically; empty if it won't parse).
+
+    Counts definitions, assignments, loop/with/except targets, walruses, ``global``
+    declarations and imports, except ``import m`` of a trusted module ``m``, which binds the
+    real module. Names bound dynamically (``globals()[...] = ...``) are not seen: the parent then
+    evaluates that name with its own trusted meaning, which can only fail such a test.
+    """
+    try:
+        tree = ast.parse(source, filename=CANDIDATE_FILENAME)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()
+    names: set[str] = set()
+    pending: list[ast.AST] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        names |= _names_bound_by(node)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue  # their bodies are other scopes
+        pending.extend(child for child in ast.iter_child_nodes(node)
+                       if not isinstance(child, ast.comprehension))
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            pending.extend(c.iter for c in node.generators)  # a walrus there binds globally
+    names |= {name for node in ast.walk(tree) if isinstance(node, ast.Global)
+              for name in node.names}
+    return frozenset(names)
+
+
+def _names_bound_by(node: ast.AST) -> set[str]:
+    """The module-level names one AST node binds by itself."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+        return {node.id}
+    if isinstance(node, ast.ExceptHandler) and node.name:
+        return {node.name}
+    if isinstance(node, ast.Import):
+        return {alias.asname or alias.name.split(".")[0] for alias in node.names
+                if alias.asname or alias.name not in TRUSTED_MODULES}
+    if isinstance(node, ast.ImportFrom):
+        return {alias.asname or alias.name for alias in node.names if alias.name != "*"}
+    captured = getattr(node, "name", None) if type(node).__name__ in ("MatchAs", "MatchStar") \
+        else getattr(node, "rest", None) if type(node).__name__ == "MatchMapping" else None
+    return {captured} if isinstance(captured, str) else set()

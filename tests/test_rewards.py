@@ -1,0 +1,126 @@
+"""Reward functions: the lecture's table row for row, the whitespace rule, TRL's calling
+convention, length, code extraction and the unit-test reward."""
+
+from __future__ import annotations
+
+import pytest
+
+from grpo_core.rewards import (
+    accuracy_reward,
+    extract_answer,
+    extract_code,
+    format_reward,
+    length_reward,
+    make_length_reward,
+    unit_test_reward,
+)
+
+# The lecture's table: answer, reasoning -> format, accuracy, total.
+LECTURE_TABLE = [
+    ("9 rows of 8 seats is 9 * 8 = 72 seats.\n<answer>72</answer>", 1.0, 2.0, 3.0),
+    ("Seats are usually 70-something, so I'll guess.\n<answer>72</answer>", 1.0, 2.0, 3.0),
+    ("9 * 8 = 71, since 9 * 8 = 9 * 7 + 8.\n<answer>71</answer>", 1.0, 0.0, 1.0),
+    ("9 rows of 8 seats is 9 * 8 = 72 seats. The answer is 72", 0.0, 0.0, 0.0),
+    ("9 * 8 = 72.\n<answer>72</answer>\nLet me double-check that: yes, 72.", 0.0, 0.0, 0.0),
+]
+TRL_EXTRAS = {"prompts": ["How many seats?"] * 5, "completion_ids": [[1, 2]] * 5,
+              "trainer_state": object(), "log_extra": None}
+
+
+def test_the_lecture_table_row_for_row():
+    completions = [row[0] for row in LECTURE_TABLE]
+    formats = format_reward(completions, answer=["72"] * 5, **TRL_EXTRAS)
+    accuracies = accuracy_reward(completions, answer=["72"] * 5, **TRL_EXTRAS)
+    for row, fmt, acc in zip(LECTURE_TABLE, formats, accuracies, strict=True):
+        assert (fmt, acc, fmt + acc) == row[1:], row[0]
+
+
+@pytest.mark.parametrize(("completion", "answer"), [
+    ("<answer>72</answer>", "72"),
+    ("  <answer>72</answer>\n\n", "72"),
+    ("reasoning\n<answer>\n 72\t</answer>", "72"),
+    ("<answer>the cat</answer>", "the cat"),
+])
+def test_whitespace_is_allowed_at_the_ends_and_inside_the_tags(completion, answer):
+    assert extract_answer(completion) == answer
+
+
+@pytest.mark.parametrize("completion", [
+    "<answer>72</answer>.", "<answer>72</answer> ok", "<answer></answer>", "<answer>  </answer>",
+    "<answer>71</answer> <answer>72</answer>", "</answer>72<answer>", "<answer>72", "72",
+    "<ANSWER>72</ANSWER>", "<answer>7<answer>2</answer>",
+])
+def test_anything_else_breaks_the_format(completion):
+    assert extract_answer(completion) is None
+    assert format_reward([completion]) == [0.0]
+
+
+def test_accuracy_compares_text_or_numbers():
+    completions = ["<answer>72.0</answer>", "<answer>+72</answer>", "<answer>072</answer>",
+                   "<answer>72 seats</answer>", "<answer>seventy-two</answer>"]
+    assert accuracy_reward(completions, answer=[72, "72", 72.0, "72", "72"]) == [
+        2.0, 2.0, 2.0, 0.0, 0.0]
+
+
+def test_conversational_completions_score_their_last_message():
+    chat = [[{"role": "assistant", "content": "9 * 8 = 72 <answer>72</answer>"}]]
+    assert format_reward(chat) == [1.0]
+    assert accuracy_reward(chat, answer=["72"]) == [2.0]
+
+
+def test_accuracy_needs_one_answer_per_completion():
+    with pytest.raises(TypeError, match="'answer'"):
+        accuracy_reward(["<answer>1</answer>"])
+    with pytest.raises(ValueError, match="one value per completion"):
+        accuracy_reward(["<answer>1</answer>"] * 2, answer=["1"])
+
+
+def test_length_reward_is_minus_the_distance_to_20_characters():
+    assert length_reward(["x" * 20, "", "x" * 25], **TRL_EXTRAS) == [0.0, -20.0, -5.0]
+    five = make_length_reward(5)
+    assert five(["abcde", "abc"]) == [0.0, -2.0]
+    assert five.__name__ == length_reward.__name__ == "length_reward"  # TRL logs by name
+
+
+# ---------------------------------------------------------------- code extraction
+
+@pytest.mark.parametrize(("completion", "code"), [
+    ("Here:\n```python\ndef f():\n    return 1\n```\nDone.", "def f():\n    return 1"),
+    ("```\ndef f():\n    return 1\n```", "def f():\n    return 1"),
+    ("```python\nprint(1)\n```\n```python\ndef f():\n    return 1\n```", "def f():\n    return 1"),
+    ("```python\ndef f():\n    return 1\n", "def f():\n    return 1"),
+    ("def f():\n    return 1\n", "def f():\n    return 1"),
+    ("Sure! Here it is.\ndef f():\n    return 1\nThis returns one.", "def f():\n    return 1"),
+    ("I cannot write code today.", ""),
+    ("```text\nnot code\n```", ""),
+])
+def test_extract_code_finds_fenced_or_bare_code(completion, code):
+    assert extract_code(completion) == code
+
+
+# ---------------------------------------------------------------- the unit-test reward
+
+TESTS = ["assert add(2, 3) == 5", "assert add(-1, 1) == 0", "assert add(4, 4) == 9"]
+
+
+def test_unit_test_reward_is_the_fraction_of_asserts_passed():
+    completions = ["```python\ndef add(a, b):\n    return a + b\n```",
+                   "def add(a, b):\n    return a * b + 2\n",
+                   "no code at all",
+                   "```python\ndef add(a, b):\n    while True:\n        pass\n```"]
+    rewards = unit_test_reward(completions, tests=[TESTS] * 4, timeout_s=1.0, **TRL_EXTRAS)
+    assert rewards == [pytest.approx(2 / 3), pytest.approx(0.0), 0.0, 0.0]
+
+
+def test_unit_test_reward_uses_the_setup_code_column():
+    completion = "class Box:\n    def __init__(self, v):\n        self.v = v\ndef unbox(b):\n    return b.v\n"
+    rewards = unit_test_reward([completion, completion], tests=[["assert unbox(box) == 3"]] * 2,
+                               setup_code=["box = Box(3)", "box = Box(4)"])
+    assert rewards == [1.0, 0.0]
+
+
+def test_the_same_completion_always_gets_the_same_score_in_order():
+    completions = [f"def add(a, b):\n    return a + b + {k % 3}\n" for k in range(12)]
+    first = unit_test_reward(completions, tests=[TESTS] * 12, max_workers=3)
+    again = unit_test_reward(completions[::-1], tests=[TESTS] * 12, max_workers=2)[::-1]
+    assert first == again == [pytest.approx(2 / 3), pytest.approx(1 / 3), 0.0] * 4
