@@ -10,7 +10,7 @@ LAB_ARGS ?=
 # extra options for pytest, e.g. PYTEST_ARGS="-k sandbox"
 PYTEST_ARGS ?=
 
-.PHONY: setup lab test test-unit test-notebooks notebooks bench lint clean
+.PHONY: setup browser lab test test-unit test-notebooks notebooks bench lint clean
 
 setup: $(STAMP)
 
@@ -25,6 +25,18 @@ $(STAMP): requirements.txt requirements-nodeps.txt constraints.txt pyproject.tom
 	$(BIN)/python -m grpo_core.environment
 	touch $@
 
+# The browser test (tests/test_browser.py) drives Debian's chromium through Playwright; only
+# `make test` needs it. Outside CI a machine that cannot install chromium (not root, no apt)
+# prints how to install it and the test is skipped; in CI (CI=true) that is an error.
+BROWSER_STAMP := $(VENV)/.browser-installed
+
+$(BROWSER_STAMP): $(STAMP) requirements-browser.txt tools/install_browser.sh
+	sh tools/install_browser.sh || [ -z "$$CI" ]
+	$(BIN)/python -m pip install $(PIP_OPTS) -r requirements-browser.txt
+	touch $@
+
+browser: $(BROWSER_STAMP)
+
 # Jupyter refuses to run as root without --allow-root (CI, containers, Colab-like machines).
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
@@ -32,10 +44,10 @@ lab: $(STAMP)
 	$(BIN)/jupyter lab --notebook-dir=notebooks $(ALLOW_ROOT) $(LAB_ARGS)
 
 # Unit tests and every notebook (nbval, lax mode) in the smoke profile, offline.
-test: $(STAMP)
+test: $(STAMP) $(BROWSER_STAMP)
 	GRPO_PROFILE=smoke HF_HUB_OFFLINE=1 $(BIN)/python -m pytest --nbval-lax $(PYTEST_ARGS) tests notebooks
 
-test-unit: $(STAMP)
+test-unit: $(STAMP) $(BROWSER_STAMP)
 	GRPO_PROFILE=smoke HF_HUB_OFFLINE=1 $(BIN)/python -m pytest $(PYTEST_ARGS) tests
 
 test-notebooks: $(STAMP)

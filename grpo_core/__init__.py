@@ -50,6 +50,13 @@ _EXPORTS: dict[str, str] = {
     "run_tests": "sandbox",
     "isolation_report": "sandbox",
     "SandboxResult": "sandbox",
+    # widgets (notebooks 03 and 04)
+    "group_summary": "widgets",
+    "group_variation_widget": "widgets",
+    "clip_curves": "widgets",
+    "clip_widget": "widgets",
+    "kl_curves": "widgets",
+    "kl_widget": "widgets",
     "load_mbpp": "mbpp",
     "load_problems": "mbpp",
     "read_problems": "mbpp",

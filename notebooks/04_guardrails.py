@@ -1,0 +1,475 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 04 · Two guardrails, two time scales: the clip and the KL penalty
+#
+# **Needs:** a laptop CPU (about 3.5 GB of free memory: the policy, its gradients, AdamW's two
+# moments and, for one section, a reference model) or a Colab GPU. **Takes:** measured on the course's 2-core CPU machine while other jobs shared it
+# (load average 3-12, so read these as upper bounds): `cpu` profile 36 min to build (two
+# samplings of 8 completions × 64 tokens took 9 and 8 min, each update 1.5-3 min), `smoke`
+# profile 6 min under nbval. Sections 1-2 (the clip by hand and its widget) run in seconds.
+# Later, with the load down to 2-4, notebooks 03 and
+# 04 together ran in 16 min under nbval in the `cpu` profile. Not yet measured on a GPU.
+#
+# Lecture parts: "Two guardrails, two time scales", "Reusing a rollout adds a clip".
+#
+# > ε bounds one reused batch. β bounds the whole run, and its default of 0.0 loads no
+# > reference model at all.
+#
+# Generation is the slow part of a GRPO step, so a rollout is often reused for several updates.
+# Each reuse moves the policy away from the one that sampled the rollout; the **clip** (ε) keeps
+# that drift bounded within one batch. The **KL penalty** (β) keeps the policy near a frozen
+# reference over the whole run. This notebook shows:
+#
+# 1. the ratio and the clipped surrogate, by hand and in a widget;
+# 2. on the real model: at the first step the ratio is exactly 1 and the clip does nothing;
+# 3. reusing one rollout for 4 updates: the ratio drifts and the clip starts to fire;
+# 4. the KL penalty (k3 estimator) and β in a widget; β = 0 needs no reference model, with the
+#    memory measured with and without one;
+# 5. how long generation takes against the update, on this machine.
+
+# %%
+# Colab only: fetch the course and install what the runtime lacks (keeps Colab's torch).
+# Everywhere else this cell does nothing: `make lab` has already installed everything.
+import subprocess
+import sys
+
+if "google.colab" in sys.modules:
+    COURSE_REPO = "https://github.com/grpo-from-scratch/grpo-course"
+    subprocess.run(["git", "clone", "-q", "--depth=1", COURSE_REPO, "/content/grpo-course"])
+    subprocess.run([sys.executable, "/content/grpo-course/tools/colab_setup.py"], check=True)
+    sys.path.insert(0, "/content/grpo-course")
+else:
+    print("Not in Colab: nothing to install.")
+
+# %%
+import gc
+import inspect
+import time
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import torch
+
+from grpo_core import get_profile
+
+profile = get_profile()
+print(f"profile: {profile.name} ({profile.reason}); group size k = {profile.group_size}, "
+      f"{profile.max_new_tokens} new tokens")
+
+# %% [markdown]
+# ## 1. Reusing a rollout adds a clip
+#
+# The rollout was sampled by the policy with weights θ_old. After one update the policy is
+# π_θ, and the completions are no longer its own samples. The **ratio** measures, token by
+# token, how much more (or less) likely the current policy makes the sampled token:
+#
+# $$\rho_{i,t} = \frac{\pi_\theta(y_{i,t}\mid x_i, y_{i,<t})}{\pi_{\theta_\text{old}}(y_{i,t}\mid x_i, y_{i,<t})}
+# = \exp\big(\log\pi_\theta - \log\pi_{\theta_\text{old}}\big) \tag{4.1}$$
+#
+# The clipped surrogate (PPO's, kept by GRPO) takes the smaller of the plain objective and the
+# one with the ratio clipped to a band around 1; the loss is its negative:
+#
+# $$\ell_{i,t} = -\min\big(\rho_{i,t} A_i,\; \operatorname{clip}(\rho_{i,t},\,1-\varepsilon,\,1+\varepsilon_\text{high})\,A_i\big) \tag{4.2}$$
+#
+# | symbol | meaning |
+# |---|---|
+# | y_{i,t} | token t of completion i; x_i its prompt |
+# | π_θ_old | the policy that sampled the rollout (its log-probs are stored: `old_token_logps`) |
+# | π_θ | the policy being updated now |
+# | ρ_{i,t} | the ratio; exactly 1 before the first update on this rollout |
+# | A_i | the completion's advantage (notebook 03), the same for all its tokens |
+# | ε, ε_high | the clip band [1−ε, 1+ε_high]; ε = 0.2, ε_high = ε unless set (DAPO uses 0.28) |
+# | ℓ_{i,t} | the per-token loss, averaged over tokens and completions by `grpo_loss` |
+#
+# The lecture's second box, in `grpo_core`:
+
+# %%
+from grpo_core import clipped_surrogate
+
+print(inspect.getsource(clipped_surrogate))
+
+# %% [markdown]
+# ### By hand
+#
+# Seven tokens with ratios from 0.5 to 1.5, once with A = +1 and once with A = −1. Predict
+# first: where does the gradient with respect to the ratio vanish? (`clipped_surrogate` is the
+# loss; the objective is its negative.)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+ratios = torch.tensor([0.5, 0.7, 0.9, 1.0, 1.1, 1.3, 1.5], dtype=torch.float64, requires_grad=True)
+rows = {}
+for a in (1.0, -1.0):
+    loss = clipped_surrogate(ratios.log()[None], torch.zeros(1, 7, dtype=torch.float64),
+                             torch.tensor([a], dtype=torch.float64), epsilon=0.2)[0]
+    (grad,) = torch.autograd.grad(-loss.sum(), ratios)
+    rows[f"objective, A={a:+g}"] = (-loss).detach().numpy()
+    rows[f"d objective / d ratio, A={a:+g}"] = grad.numpy()
+print(pd.DataFrame(rows, index=[f"ratio {r:.1f}" for r in ratios.tolist()]).round(3).to_string())
+
+# %% [markdown]
+# With A > 0 the objective rises with the ratio until 1 + ε, then stays flat: once the policy
+# has made a good completion 20 % more likely than the sampler did, this batch cannot push it
+# further. With A < 0 the same happens below 1 − ε. On the other side nothing is clipped:
+# a bad completion that became *more* likely (A < 0, ratio > 1) keeps its full gradient.
+#
+# ## 2. The clip widget
+#
+# Move ε, ε_high, the range of ratios drawn and the sign of A. The blue curve is what the
+# update maximises; the shaded region is where its gradient is exactly zero.
+
+# %%
+from grpo_core.widgets import clip_curves, clip_widget
+
+clip_widget()
+
+# %% [markdown]
+# The widget only draws what `clip_curves` computes (with `clipped_surrogate` and autograd):
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for sign in (+1.0, -1.0):
+    curves = clip_curves(epsilon=0.2, epsilon_high=0.28, ratio_range=(0.5, 1.5), advantage=sign)
+    regions = [(round(a, 3), round(b, 3)) for a, b in curves.zero_regions]
+    print(f"A = {sign:+g}: band {tuple(round(x, 2) for x in curves.band)}, zero gradient on {regions}")
+
+# %% [markdown]
+# ## 3. On the real model: at the first step the ratio is exactly 1
+#
+# Sample a group, score it (the lecture's experiment-1 reward, −|characters − 20|), and compute
+# the advantages.
+
+# %%
+from grpo_core import (
+    chat_prompt,
+    group_advantages,
+    grpo_loss,
+    load_policy,
+    sample_group,
+    token_logprobs,
+)
+
+
+def length_reward(completions, **columns):
+    return [-abs(len(text) - 20) for text in completions]
+
+
+start = time.perf_counter()
+model, tokenizer = load_policy(profile)
+print(f"loaded {profile.model_id} in {time.perf_counter() - start:.1f} s")
+prompt = chat_prompt(tokenizer, "Describe the sea in a few words.")
+
+start = time.perf_counter()
+rollout = sample_group(model, tokenizer, prompt, profile.group_size,
+                       max_new_tokens=profile.max_new_tokens, temperature=profile.temperature,
+                       top_p=profile.top_p, seed=profile.seed)
+generation_s = time.perf_counter() - start
+rewards = torch.tensor(length_reward(rollout.texts), dtype=torch.float32)
+advantages = group_advantages(rewards, rollout.group_size)
+input_ids = torch.cat([rollout.prompt_ids, rollout.completion_ids], dim=1)
+attention_mask = torch.cat([rollout.prompt_mask, rollout.completion_mask], dim=1)
+width, mask = rollout.completion_ids.size(1), rollout.completion_mask
+print(f"sampled {rollout.group_size} completions in {generation_s:.1f} s; "
+      f"rewards {rewards.tolist()}; advantages {advantages.numpy().round(2).tolist()}")
+
+# %% [markdown]
+# In a GRPO step that uses its rollout once (TRL's default, `num_iterations=1`), the old
+# log-probs are the current ones: `old_token_logps=None` means ρ = exp(logp − logp.detach()),
+# which is exactly 1 in value while its gradient is the policy gradient. We also compute the old
+# log-probs the long way, in a separate pass without gradient, as a loop that reuses the rollout
+# must.
+
+# %%
+model.train()
+with torch.no_grad():
+    old_logps = token_logprobs(model, input_ids, attention_mask, width)  # [B, C], stored
+
+token_logps = token_logprobs(model, input_ids, attention_mask, width)  # [B, C], with grad
+on_policy_ratio = torch.exp(token_logps - token_logps.detach())[mask.bool()]
+stored_ratio = torch.exp(token_logps - old_logps)[mask.bool()]
+loss, metrics = grpo_loss(token_logps, None, advantages, mask)
+print(f"ratio with old = logp.detach():   min {on_policy_ratio.min().item()!r}  "
+      f"max {on_policy_ratio.max().item()!r}")
+print(f"ratio with stored old log-probs:  max |ratio - 1| = "
+      f"{(stored_ratio - 1).abs().max().item():.2e}  (two forward passes, same weights)")
+print(f"clip fractions: {metrics}")
+assert on_policy_ratio.eq(1.0).all() and metrics["clip_ratio/region_mean"] == 0.0
+
+# %% [markdown]
+# The ratio is 1 for every token, so clip(ρ) = ρ and the min picks either term: at the first
+# step the clip does nothing, and the loss is the lecture's one-step loss per token.
+#
+# ## 4. Reuse one rollout for 4 updates
+#
+# Now keep the rollout and its stored `old_logps`, and take 4 AdamW steps on it. Each step
+# moves θ, so the ratios move away from 1, and the clip starts to fire on the tokens that
+# left the band on the side their advantage pushes.
+#
+# The learning rate here is 10⁻⁶ (the `gpu` profile's), smaller than the `cpu` profile's
+# 2·10⁻⁵: AdamW's first steps move every weight by about η in the direction of its gradient,
+# and on one small batch the larger rate pushes most tokens out of the band in a single step
+# (measured: 62 % of the tokens clipped at the second update in the smoke profile). Try
+# `reuse_lr = profile.learning_rate` and watch the clip fraction jump at once.
+
+# %%
+reuse_lr = 1e-6
+optimizer = torch.optim.AdamW(model.parameters(), lr=reuse_lr, weight_decay=0.0)
+history = []
+ratios_by_step = []
+for update in range(1, 5):
+    start = time.perf_counter()
+    token_logps = token_logprobs(model, input_ids, attention_mask, width)
+    loss, metrics = grpo_loss(token_logps, old_logps, advantages, mask, epsilon=0.2)
+    ratio = torch.exp(token_logps.detach() - old_logps)[mask.bool()]
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    update_s = time.perf_counter() - start
+    ratios_by_step.append(ratio)
+    history.append({"update": update, "loss": loss.item(), "ratio min": ratio.min().item(),
+                    "ratio max": ratio.max().item(),
+                    "mean |ratio-1|": (ratio - 1).abs().mean().item(),
+                    "clipped (low)": metrics["clip_ratio/low_mean"],
+                    "clipped (high)": metrics["clip_ratio/high_mean"],
+                    "clipped (all)": metrics["clip_ratio/region_mean"], "seconds": update_s})
+table = pd.DataFrame(history).set_index("update")
+print(table.round(4).to_string())
+
+# %% [markdown]
+# Each row is measured *before* that update's step, on the weights left by the previous ones:
+# update 1 sees ratio 1 everywhere (up to the rounding of two forward passes), later updates see
+# the drift of the earlier ones. The token ratios, step by step (dashed: the clip band):
+
+# %%
+figure, axis = plt.subplots(figsize=(7, 3.2))
+for update, ratio in enumerate(ratios_by_step, start=1):
+    jitter = update + 0.25 * (torch.rand(ratio.numel()) - 0.5)
+    axis.scatter(jitter, ratio.numpy(), s=8, alpha=0.6)
+for edge in (0.8, 1.2):
+    axis.axhline(edge, color="#999", ls="--", lw=1)
+axis.set_yscale("log")
+axis.set_xticks(range(1, 5))
+axis.set_xlabel("update on the same rollout")
+axis.set_ylabel("token ratio ρ (log scale)")
+figure.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The clip bounds how far one reused batch can push: a token whose ratio has left the band on
+# the side its advantage pushes gets no more gradient from this batch. It does nothing about
+# where the policy goes over many batches: that is the KL penalty's job.
+#
+# ## 5. The KL penalty and β
+#
+# GRPO can add a penalty that keeps π_θ close to a frozen **reference** policy π_ref (the model
+# before training). TRL estimates the KL per token with the k3 estimator:
+#
+# $$\mathrm{k3}_{i,t} = \frac{\pi_\text{ref}(y_{i,t}\mid\cdot)}{\pi_\theta(y_{i,t}\mid\cdot)} - \log\frac{\pi_\text{ref}(y_{i,t}\mid\cdot)}{\pi_\theta(y_{i,t}\mid\cdot)} - 1 = e^{-x} + x - 1,\quad x = \log\pi_\theta - \log\pi_\text{ref} \tag{4.3}$$
+#
+# and the whole per-token loss is the clipped surrogate plus β times it:
+#
+# $$\ell_{i,t} = -\min\big(\rho_{i,t} A_i,\ \operatorname{clip}(\rho_{i,t})A_i\big) + \beta\,\rho_{i,t}\,\mathrm{k3}_{i,t} \tag{4.4}$$
+#
+# | symbol | meaning |
+# |---|---|
+# | π_ref | the frozen reference model: a second copy of the weights, never updated |
+# | x | the log-ratio of policy to reference for the sampled token |
+# | k1 = x | the plain estimator: unbiased, but negative for some tokens |
+# | k3 | unbiased too, and never negative; 0 only where π_θ = π_ref |
+# | β | the KL weight; TRL's default is 0.0 |
+# | ρ·k3 | TRL multiplies k3 by the ratio (a correction for reused rollouts); ρ = 1 on-policy |
+#
+# Then `grpo_loss` aggregates ℓ over tokens and completions (`loss_type`, as TRL does).
+
+# %%
+from grpo_core import kl_k3
+
+print(inspect.getsource(kl_k3))
+print(inspect.getsource(grpo_loss))
+
+# %% [markdown]
+# By hand: a token whose probability went from 0.5 under the reference to 0.6 under the policy,
+# and one that went down from 0.5 to 0.3.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+policy = torch.tensor([[0.6, 0.3]]).log()
+reference = torch.tensor([[0.5, 0.5]]).log()
+x = policy - reference
+print(f"x (k1) = {x.numpy().round(4)}, k3 = {kl_k3(policy, reference).numpy().round(4)}")
+
+# %% [markdown]
+# Move β and the range of log-ratios: k1 is a straight line (it can be negative), k3 is a bowl
+# with its bottom at 0 where the policy agrees with the reference. Near 0, k3 ≈ x²/2.
+
+# %%
+from grpo_core.widgets import kl_curves, kl_widget
+
+kl_widget(beta=0.04)
+
+# %% [markdown]
+# ### β = 0 loads no reference model
+#
+# With β = 0 the KL term is multiplied by nothing: `grpo_loss` needs no reference log-probs,
+# and no reference model is loaded at all. With β > 0 it is an error to forget them:
+
+# %%
+with torch.no_grad():  # values only: no backward in this cell
+    token_logps = token_logprobs(model, input_ids, attention_mask, width)
+loss_without_ref, _ = grpo_loss(token_logps, old_logps, advantages, mask, beta=0.0)
+print(f"beta = 0, no reference: loss {loss_without_ref.item():+.4f}")
+try:
+    grpo_loss(token_logps, old_logps, advantages, mask, beta=0.04)
+except ValueError as error:
+    print(f"beta = 0.04, no reference: ValueError: {error}")
+del token_logps, loss_without_ref
+
+# %% [markdown]
+# What the reference costs, measured two ways: the bytes of its parameters (exact), and how
+# much the resident memory of this process (RSS, from `psutil`) grows (what the operating
+# system sees; noisy, and lazy: the weights are read from the cached file on first use, so the
+# growth shows after the reference's first forward pass rather than right after loading).
+
+# %%
+import psutil
+
+process = psutil.Process()
+gc.collect()
+rss_before = process.memory_info().rss
+start = time.perf_counter()
+reference_model, _ = load_policy(profile)
+reference_model.requires_grad_(False)
+load_s = time.perf_counter() - start
+rss_loaded = process.memory_info().rss
+reference_bytes = sum(p.numel() * p.element_size() for p in reference_model.parameters())
+
+with torch.no_grad():  # the reference's log-probs (every weight is read), and the policy's
+    ref_logps = token_logprobs(reference_model, input_ids, attention_mask, width)
+    token_logps = token_logprobs(model, input_ids, attention_mask, width)
+gc.collect()
+rss_after = process.memory_info().rss
+loss_kl, metrics_kl = grpo_loss(token_logps, old_logps, advantages, mask,
+                                ref_token_logps=ref_logps, beta=0.04)
+
+print("beta = 0:    no reference model: +0 MB, no extra forward pass")
+print(f"beta = 0.04: reference model loaded in {load_s:.1f} s: parameters "
+      f"{reference_bytes / 1e6:.0f} MB; process RSS +{(rss_loaded - rss_before) / 1e6:.0f} MB "
+      f"right after loading, +{(rss_after - rss_before) / 1e6:.0f} MB after its first "
+      "forward pass")
+print(f"after 4 updates on one rollout, the KL to the reference is {metrics_kl['kl']:.4f} "
+      f"per token; with beta = 0.04 the loss is {loss_kl.item():+.4f}")
+del reference_model, ref_logps, token_logps, loss_kl
+_ = gc.collect()
+
+# %% [markdown]
+# On the GPU profile the reference would be another copy of Qwen3-0.6B in bf16 (about 1.2 GB of
+# GPU memory) plus one extra forward pass per step. With β = 0, TRL's default, neither is paid,
+# and the clip (within a batch) and the learning rate are what keep the policy near where it
+# started.
+#
+# ## 6. Generation is the slow part
+#
+# The lecture says rollouts get reused because generation is the slow part. On this machine,
+# one fresh rollout against one update (forward + backward + AdamW step) on it:
+
+# %%
+start = time.perf_counter()
+fresh = sample_group(model, tokenizer, prompt, profile.group_size,
+                     max_new_tokens=profile.max_new_tokens, temperature=profile.temperature,
+                     top_p=profile.top_p, seed=profile.seed + 1)
+generate_s = time.perf_counter() - start
+
+ids = torch.cat([fresh.prompt_ids, fresh.completion_ids], dim=1)
+att = torch.cat([fresh.prompt_mask, fresh.completion_mask], dim=1)
+fresh_advantages = group_advantages(torch.tensor(length_reward(fresh.texts), dtype=torch.float32),
+                                    fresh.group_size)
+start = time.perf_counter()
+token_logps = token_logprobs(model, ids, att, fresh.completion_ids.size(1))
+loss, _ = grpo_loss(token_logps, None, fresh_advantages, fresh.completion_mask)
+optimizer.zero_grad()
+loss.backward()
+optimizer.step()
+update_s = time.perf_counter() - start
+total = generate_s + update_s
+print(f"device {model.device}, {fresh.group_size} completions, "
+      f"{fresh.completion_ids.size(1)} new tokens at most, {int(fresh.completion_mask.sum())} in all")
+print(f"generation {generate_s:6.1f} s  ({generate_s / total:.0%})")
+print(f"update     {update_s:6.1f} s  ({update_s / total:.0%})")
+
+# %% [markdown]
+# What the split means, honestly:
+#
+# - **Generation** produces one token at a time. Each new token is a forward pass over the whole
+#   model for only B rows, so it is bound by reading all the weights from memory (about 540 MB in
+#   float32 here) once per token, not by arithmetic.
+# - **The update** is one forward and one backward pass over all B × (prompt + completion)
+#   tokens at once: large matrix products, bound by arithmetic.
+#
+# On a laptop CPU the arithmetic is slow too (a couple of cores, tens of GFLOP/s), so the update
+# costs a sizeable share, and with short completions about as much as generating them. Measured
+# while writing this notebook, on the course's 2-core machine shared with other jobs (noisy):
+# `smoke` (4 completions × 12 tokens) generation 58 s, update 57 s (51 % / 49 %); `cpu`
+# (8 × 64 tokens) generation 481 s, update 91 s (84 % / 16 %). Read the split above for your
+# machine. On a GPU the matrix products of the update run tens to hundreds of
+# times faster, while generation stays one token at a time, limited by memory bandwidth and by
+# the overhead of launching each step; with long completions (the GPU profile allows 256 tokens,
+# reasoning runs thousands) generation takes most of the step. That is the regime the lecture
+# describes, and why TRL can hand generation to vLLM and reuse a rollout for several updates
+# (`num_iterations`), which is exactly when the clip starts to matter. This notebook has not
+# measured a GPU; the `gpu` profile's numbers will be recorded when it runs there.
+
+# %% [markdown]
+# ## Exercises
+#
+# **1.** With A = +1 and ε = 0.2, what is the per-token loss (4.2) of a token whose ratio is
+# 1.3? And with A = −1?
+
+# %%
+my_loss_positive = -1.2  # your answer here: -min(1.3 * 1, clip(1.3) * 1)
+my_loss_negative = 1.3  # your answer here: -min(1.3 * -1, clip(1.3) * -1)
+
+log_ratio = torch.tensor([[1.3]]).log()
+for a, mine in ((1.0, my_loss_positive), (-1.0, my_loss_negative)):
+    expected = clipped_surrogate(log_ratio, torch.zeros(1, 1), torch.tensor([a]), epsilon=0.2).item()
+    assert abs(mine - expected) < 1e-5, (a, expected)
+print("correct: with A > 0 the clip caps the gain at 1.2; with A < 0 nothing is clipped above 1")
+
+# %% [markdown]
+# **2.** With A < 0, ε = 0.2 and ε_high = 0.28, below which ratio is the gradient exactly zero?
+# Check against the zero-gradient region that `clip_curves` finds.
+
+# %%
+my_threshold = 0.8  # your answer here
+
+curves = clip_curves(epsilon=0.2, epsilon_high=0.28, ratio_range=(0.5, 1.5), advantage=-1.0,
+                     points=1001)
+(start_, end_), = curves.zero_regions
+assert start_ == 0.5 and abs(end_ - my_threshold) < 2e-3, curves.zero_regions
+print(f"correct: zero gradient for ratio < {my_threshold} (ε_high only matters when A > 0)")
+
+# %% [markdown]
+# **3.** A token has log-prob −1.0 under the policy and −1.5 under the reference. Compute its
+# k3 (4.3) by hand, and say whether k1 for the same token is positive or negative.
+
+# %%
+import math
+
+my_k3 = math.exp(-0.5) + 0.5 - 1  # your answer here
+my_k1_sign = +1  # +1 or -1
+
+expected = kl_k3(torch.tensor([[-1.0]]), torch.tensor([[-1.5]])).item()
+assert abs(my_k3 - expected) < 1e-6, expected
+assert my_k1_sign == (1 if (-1.0) - (-1.5) > 0 else -1)
+print(f"correct: k3 = {expected:.4f}, k1 = +0.5")

@@ -1,0 +1,191 @@
+"""The group-variation widget in a real JupyterLab, driven by headless Chromium as a learner would.
+
+Starts its own JupyterLab (a temporary copy of ``notebooks/03_group_baseline.ipynb`` as its root,
+a free port, a fresh config), opens the notebook in Debian's ``chromium`` through Playwright
+(``executable_path``: Playwright never downloads a browser here), runs the notebook's cells up to
+and including the widget, picks the "too easy" preset and checks that the page then shows every
+advantage as 0.00 and the no-signal message. A screenshot lands in ``out/test_browser/`` (or
+``$GRPO_TEST_OUTPUT/test_browser/``).
+
+The kernel runs in the smoke profile. The cells after the widget load the model and train
+(minutes on a busy CPU); they are not run here, ``make test`` runs the whole notebook under nbval.
+
+Needs chromium (``tools/install_browser.sh``) and playwright (``requirements-browser.txt``).
+Without them the test is skipped locally, and fails when the environment variable ``CI`` is set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = REPO_ROOT / "notebooks" / "03_group_baseline.ipynb"
+CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+OUTPUT_DIR = Path(os.environ.get("GRPO_TEST_OUTPUT", REPO_ROOT / "out")) / "test_browser"
+SCREENSHOT = OUTPUT_DIR / "03_group_baseline_too_easy.png"
+WIDGET_CELL_MARK = "group_variation_widget(k=4)"
+CHROMIUM_ARGS = [
+    "--no-sandbox",  # root in containers and CI
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def _missing_requirement() -> str | None:
+    if not CHROMIUM.is_file():
+        return f"chromium is not installed at {CHROMIUM} (run: bash tools/install_browser.sh)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return (
+            "playwright is not installed (run: .venv/bin/pip install -r requirements-browser.txt)"
+        )
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser_requirements():
+    problem = _missing_requirement()
+    if problem:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set, so the browser test must run: {problem}")
+        pytest.skip(problem)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def scratch():
+    """A temporary folder removed afterwards (server root, configs, logs, browser profile)."""
+    with tempfile.TemporaryDirectory(prefix="grpo-browser-test-") as folder:
+        yield Path(folder)
+
+
+@pytest.fixture
+def lab_server(browser_requirements, scratch):
+    """A JupyterLab serving a temporary copy of notebook 03; yields ``(base_url, token)``."""
+    root = scratch / "root"
+    root.mkdir()
+    shutil.copy(NOTEBOOK, root / NOTEBOOK.name)  # autosave must never touch the repository file
+    config = scratch / "jupyter-config"
+    (config / "labconfig").mkdir(parents=True)
+    # no "get notified about Jupyter news?" toast over the screenshot
+    (config / "labconfig" / "page_config.json").write_text(
+        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
+    )
+    token = secrets.token_hex(16)
+    port = _free_port()
+    jupyter = Path(sys.executable).parent / "jupyter"
+    command = [
+        str(jupyter), "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+    ]  # fmt: skip
+    if os.geteuid() == 0:
+        command.append("--allow-root")
+    env = {
+        **os.environ,
+        "GRPO_PROFILE": "smoke",
+        "HF_HUB_OFFLINE": "1",
+        "JUPYTER_CONFIG_DIR": str(config),
+        "JUPYTER_RUNTIME_DIR": str(scratch / "runtime"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(scratch / "workspaces"),
+        "JUPYTERLAB_SETTINGS_DIR": str(scratch / "settings"),
+        "IPYTHONDIR": str(scratch / "ipython"),
+    }
+    log = (scratch / "lab.log").open("wb")
+    process = subprocess.Popen(
+        command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group: the server and its kernels
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"jupyter lab exited: {(scratch / 'lab.log').read_text()[-2000:]}")
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail("jupyter lab did not answer within 120 s")
+                time.sleep(0.3)
+        yield base, token
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        log.close()
+
+
+def test_too_easy_preset_shows_zero_advantages_and_no_signal(lab_server, scratch):
+    from playwright.sync_api import expect, sync_playwright
+
+    base, token = lab_server
+    expect.set_options(timeout=30_000)
+    home = scratch / "browser-home"  # chromium's profile and crash database stay out of $HOME
+    home.mkdir()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
+            env={**os.environ, "HOME": str(home)},
+        )  # fmt: skip
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(60_000)
+            page.goto(f"{base}/lab/tree/{NOTEBOOK.name}?reset&token={token}")
+            page.locator(".jp-Notebook").first.wait_for()
+            expect(page.locator("#jp-main-statusbar")).to_contain_text("Idle", timeout=90_000)
+
+            # run every cell up to and including the widget, as a learner would: select the
+            # widget's cell, "Run All Above Selected Cell", then run the cell itself
+            widget_cell = page.locator(".jp-CodeCell").filter(has_text=WIDGET_CELL_MARK).first
+            widget_cell.locator(".jp-InputPrompt").click()
+            page.get_by_role("menuitem", name="Run", exact=True).click()
+            page.get_by_role("menuitem", name="Run All Above Selected Cell").click()
+            page.keyboard.press("Shift+Enter")
+
+            dropdown = widget_cell.locator(".widget-dropdown select")
+            dropdown.wait_for(timeout=180_000)  # the cells above import torch, pandas, ...
+            expect(widget_cell.locator(".grpo-adv")).to_have_count(4)
+            expect(widget_cell.locator(".grpo-no-signal")).to_have_count(0)  # "usable" first
+
+            dropdown.select_option("too easy")
+            expect(widget_cell.locator(".grpo-adv")).to_have_text(["0.00"] * 4)
+            expect(widget_cell.locator(".grpo-no-signal")).to_contain_text("no learning signal")
+            expect(widget_cell.locator(".widget-readout")).to_have_text(["2.0"] * 4)
+
+            OUTPUT_DIR.mkdir(parents=True, exist_ok=True)
+            output = widget_cell.locator(".jp-Cell-outputArea")
+            output.scroll_into_view_if_needed()
+            output.screenshot(path=str(SCREENSHOT), animations="disabled")
+        finally:
+            browser.close()
+    assert SCREENSHOT.stat().st_size > 10_000
+    print(f"screenshot: {SCREENSHOT}")
