@@ -10,7 +10,7 @@ LAB_ARGS ?=
 # extra options for pytest, e.g. PYTEST_ARGS="-k sandbox"
 PYTEST_ARGS ?=
 
-.PHONY: setup browser lab test test-unit test-notebooks notebooks bench lint clean
+.PHONY: setup browser exp1 lab test test-unit test-notebooks notebooks bench lint clean
 
 setup: $(STAMP)
 
@@ -57,6 +57,11 @@ test-notebooks: $(STAMP)
 # so the committed notebooks show real results.
 notebooks: $(STAMP)
 	GRPO_PROFILE=cpu HF_HUB_OFFLINE=1 $(BIN)/python tools/notebooks.py build
+
+# Experiment 1 (the length reward) headless; PROFILE=gpu on a GPU machine with the Hub.
+PROFILE ?= cpu
+exp1: $(STAMP)
+	$(if $(filter gpu,$(PROFILE)),,HF_HUB_OFFLINE=1) $(BIN)/python -m grpo_core.train length --profile $(PROFILE) --out runs/exp1-length-$(PROFILE)
 
 bench: $(STAMP)
 	for script in benchmarks/bench_*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done

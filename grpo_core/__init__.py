@@ -34,6 +34,15 @@ _EXPORTS: dict[str, str] = {
     "ProfileError": "profiles",
     "get_profile": "profiles",
     "load_policy": "models",
+    # the training loop and its plots
+    "train": "loop",
+    "TrainConfig": "loop",
+    "RunResult": "loop",
+    "RewardError": "loop",
+    "LivePlot": "plots",
+    "plot_metrics": "plots",
+    "save_curves": "plots",
+    "read_metrics": "plots",
     # rollouts
     "sample_group": "rollout",
     "sample_for_profile": "rollout",

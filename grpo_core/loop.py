@@ -1,0 +1,657 @@
+"""The GRPO training loop: prompts -> rollouts -> rewards -> advantages -> log-probs -> loss -> step.
+
+Lecture, "One GRPO training round", run for many rounds (notebook 07). One *step* is one
+optimizer update, as in TRL: a fresh rollout is sampled every ``num_iterations`` steps and
+reused for the steps in between (the old log-probs are computed once, when it is sampled).
+
+Each step appends one line of metrics, under TRL's names (COURSE.md section 3), to
+``<out_dir>/metrics.jsonl`` and flushes it at once. Ctrl-C stops the run cleanly: the metrics
+are kept, a checkpoint is saved in ``<out_dir>/checkpoint/``, and ``train(..., resume=True)``
+continues from it with the next step number. An exception (e.g. in a reward function) also
+saves a checkpoint, then propagates.
+
+Imports the math, rollouts and profiles; never the plots (a plot is passed in as a callback).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import numbers
+import random
+import shutil
+import time
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+from grpo_core.advantages import SCALES, group_advantages
+from grpo_core.logprobs import token_logprobs
+from grpo_core.loss import LOSS_TYPES, grpo_loss
+from grpo_core.profiles import Profile
+from grpo_core.rollout import Rollout, chat_prompt, sample_group
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+RewardFn = Callable[..., Sequence[float]]
+Callback = Callable[[dict[str, Any]], Any]
+METRICS_FILE = "metrics.jsonl"
+CONFIG_FILE = "config.json"
+CHECKPOINT_DIR = "checkpoint"
+STATE_FILE = "trainer_state.json"
+
+
+class RewardError(ValueError):
+    """A reward function failed or returned something unusable; the message names it."""
+
+
+@dataclass
+class TrainConfig:
+    """Every knob of the loop. ``TrainConfig.from_profile(profile, beta=0.04)`` takes the sizes
+    from a profile; the rest are the loop's own defaults (TRL's, except ``loss_type``).
+
+    Attributes:
+        group_size: completions per prompt (k, TRL's ``num_generations``), at least 2.
+        prompts_per_step: prompts sampled per rollout.
+        max_new_tokens: completion budget (TRL's ``max_completion_length``).
+        temperature, top_p: sampling settings; log-probs are taken at the same temperature.
+        max_steps: optimizer steps in the whole run (a resumed run continues up to it).
+        learning_rate: AdamW's, constant (no schedule).
+        seed: seeds torch, the prompt choice and the sampling of every step.
+        beta: KL weight; a reference model is created only when ``beta > 0``.
+        num_iterations: updates per rollout (TRL's ``num_iterations``, PPO's epochs).
+        loss_type: ``grpo`` (the lecture's: each sequence's token mean), ``bnpo``,
+            ``dr_grpo`` or ``dapo`` (TRL's default).
+        scale: advantage scaling, ``group``, ``batch`` or ``none``.
+        epsilon, epsilon_high: the clip band ``[1 - epsilon, 1 + epsilon_high]``.
+        max_grad_norm: gradient clipping (None: no clipping); ``grad_norm`` is logged before it.
+        weight_decay, adam_betas: AdamW's.
+        micro_batch_size: rows per forward/backward (gradient accumulation); None = the whole
+            batch. Must divide ``prompts_per_step * group_size``.
+        save_every: also save a checkpoint every N steps (0: only at the end or when stopped).
+        save_checkpoint: False never writes a checkpoint (tests, throwaway runs).
+        autocast_dtype: e.g. ``"bfloat16"`` on a GPU with float32 weights; None: no autocast.
+        system_message: optional system prompt for the chat template.
+        enable_thinking: passed to the chat template (Qwen3; off in the course).
+    """
+
+    group_size: int = 8
+    prompts_per_step: int = 2
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_steps: int = 30
+    learning_rate: float = 2e-5
+    seed: int = 0
+    beta: float = 0.0
+    num_iterations: int = 1
+    loss_type: str = "grpo"
+    scale: str = "group"
+    epsilon: float = 0.2
+    epsilon_high: float | None = None
+    max_grad_norm: float | None = 1.0
+    weight_decay: float = 0.0
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    micro_batch_size: int | None = None
+    save_every: int = 0
+    save_checkpoint: bool = True
+    autocast_dtype: str | None = None
+    system_message: str | None = None
+    enable_thinking: bool = False
+
+    @classmethod
+    def from_profile(cls, profile: Profile, **overrides: Any) -> TrainConfig:
+        """Sizes, sampling settings, steps, learning rate and seed from ``profile``."""
+        names = ("group_size", "prompts_per_step", "max_new_tokens", "temperature", "top_p",
+                 "max_steps", "learning_rate", "seed", "enable_thinking")
+        values = {name: getattr(profile, name) for name in names}
+        values.update(overrides)
+        return cls(**values)
+
+    @property
+    def batch_size(self) -> int:
+        """Completions per rollout: ``prompts_per_step * group_size``."""
+        return self.prompts_per_step * self.group_size
+
+    def validate(self) -> TrainConfig:
+        """Raise ``ValueError`` with a clear message for settings that cannot work."""
+        if not isinstance(self.group_size, int) or self.group_size < 2:
+            raise ValueError(
+                f"group_size must be an int >= 2: a completion needs at least one sibling to be "
+                f"compared with (the group is the baseline), got {self.group_size!r}"
+            )
+        _positive_int("prompts_per_step", self.prompts_per_step)
+        _positive_int("max_new_tokens", self.max_new_tokens)
+        _positive_int("num_iterations", self.num_iterations)
+        if not isinstance(self.max_steps, int) or self.max_steps < 0:
+            raise ValueError(f"max_steps must be an int >= 0, got {self.max_steps!r}")
+        if self.micro_batch_size is not None:
+            _positive_int("micro_batch_size", self.micro_batch_size)
+            if self.batch_size % self.micro_batch_size:
+                raise ValueError(
+                    f"prompts_per_step x group_size = {self.prompts_per_step} x {self.group_size} "
+                    f"= {self.batch_size} completions do not fit micro-batches of "
+                    f"{self.micro_batch_size}: the batch must be a whole number of micro-batches"
+                )
+        if self.loss_type not in LOSS_TYPES:
+            raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
+        if self.scale not in SCALES:
+            raise ValueError(f"scale must be one of {SCALES}, got {self.scale!r}")
+        if self.beta < 0 or not self.learning_rate >= 0 or not self.temperature > 0:
+            raise ValueError("beta and learning_rate must be >= 0 and temperature > 0")
+        return self
+
+
+def _positive_int(name: str, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+
+
+@dataclass
+class RunResult:
+    """What ``train`` returns.
+
+    Attributes:
+        model: the trained policy (eval mode).
+        ref_model: the frozen reference model, or None (always None when ``beta == 0``).
+        metrics: one dict per step of this call (resumed steps included only if logged now).
+        step: the last completed step number (steps count from 1).
+        stopped: ``"finished"``, ``"interrupted"`` (Ctrl-C) or ``"error"``.
+        out_dir: where metrics, config and checkpoint went (None: nothing written).
+        last_texts: the completions of the last rollout.
+    """
+
+    model: Any
+    ref_model: Any
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    step: int = 0
+    stopped: str = "finished"
+    out_dir: Path | None = None
+    last_texts: list[str] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------- rewards
+
+
+def reward_name(fn: Callable[..., Any]) -> str:
+    """The name TRL logs a reward function under (``rewards/<name>/mean``)."""
+    inner = getattr(fn, "func", fn)  # functools.partial
+    return getattr(inner, "__name__", type(inner).__name__)
+
+
+def call_reward(fn: RewardFn, completions: list[str], columns: dict[str, list[Any]]) -> Tensor:
+    """Call one reward function with TRL's signature and check what it returns.
+
+    ``fn(completions=[...], prompts=[...], **other_columns)`` must return one finite number
+    per completion.
+
+    Returns:
+        ``[B]`` float32.
+
+    Raises:
+        RewardError: it raised, returned the wrong number of values, or a value that is not a
+            finite number (NaN, None, a string...). The message names the function.
+    """
+    name = reward_name(fn)
+    try:
+        values = fn(completions=completions, **columns)
+    except Exception as error:
+        raise RewardError(f"reward function {name!r} raised {type(error).__name__}: {error}") from error
+    try:
+        values = list(values)
+    except TypeError:
+        raise RewardError(
+            f"reward function {name!r} must return a list of numbers, got {type(values).__name__}"
+        ) from None
+    if len(values) != len(completions):
+        raise RewardError(
+            f"reward function {name!r} returned {len(values)} values for {len(completions)} "
+            "completions: it must return exactly one number per completion"
+        )
+    floats = []
+    for index, value in enumerate(values):
+        if isinstance(value, Tensor) and value.numel() == 1:
+            value = value.item()
+        if not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
+            raise RewardError(
+                f"reward function {name!r} returned {value!r} for completion {index}: every "
+                "reward must be a finite number (no NaN, inf, None or strings)"
+            )
+        floats.append(float(value))
+    return torch.tensor(floats, dtype=torch.float32)
+
+
+def compute_rewards(
+    reward_funcs: Sequence[RewardFn],
+    weights: Sequence[float],
+    completions: list[str],
+    columns: dict[str, list[Any]],
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """Weighted sum of several reward functions, as TRL's ``reward_weights``.
+
+    Returns:
+        ``(total [B], {name: raw [B]})``.
+    """
+    per_fn = {reward_name(fn): call_reward(fn, completions, columns) for fn in reward_funcs}
+    total = sum(w * r for w, r in zip(weights, per_fn.values(), strict=True))
+    return total, per_fn
+
+
+# ----------------------------------------------------------------------------- one rollout
+
+
+@dataclass
+class Batch:
+    """One rollout and everything computed from it before the updates (``B`` rows)."""
+
+    rollout: Rollout
+    input_ids: Tensor  # [B, P + C]
+    attention_mask: Tensor  # [B, P + C]
+    advantages: Tensor  # [B]
+    old_logps: Tensor | None  # [B, C], only when the rollout is reused
+    ref_logps: Tensor | None  # [B, C], only when beta > 0
+    metrics: dict[str, float]  # reward and completion metrics of this rollout
+
+    @property
+    def width(self) -> int:
+        return self.rollout.completion_ids.size(1)
+
+
+def choose_prompts(rows: list[dict[str, Any]], count: int, seed: int, step: int) -> list[dict[str, Any]]:
+    """``count`` distinct rows for ``step``: the same seed and step always give the same rows."""
+    if count > len(rows):
+        raise ValueError(f"prompts_per_step={count} but only {len(rows)} prompts are available")
+    return random.Random(f"{seed}-{step}").sample(rows, count)
+
+
+def make_rollout(run: _Run, step: int) -> Batch:
+    """Sample prompts and a group per prompt, score them, and compute advantages (and the old
+    and reference log-probs when they are needed)."""
+    cfg = run.config
+    chosen = choose_prompts(run.rows, cfg.prompts_per_step, cfg.seed, step)
+    texts = [
+        chat_prompt(run.tokenizer, row["prompt"], system_message=cfg.system_message,
+                    enable_thinking=cfg.enable_thinking)
+        for row in chosen
+    ]
+    with run.autocast():
+        rollout = sample_group(run.model, run.tokenizer, texts, cfg.group_size,
+                               max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                               top_p=cfg.top_p, seed=cfg.seed * 1_000_003 + step)
+    columns = {key: [row[key] for row in chosen for _ in range(cfg.group_size)] for key in chosen[0]}
+    columns["prompts"] = columns.pop("prompt")
+    total, per_fn = compute_rewards(run.reward_funcs, run.reward_weights, rollout.texts, columns)
+    advantages = group_advantages(total, cfg.group_size, scale=cfg.scale)
+    device = rollout.completion_ids.device
+    input_ids = torch.cat([rollout.prompt_ids, rollout.completion_ids], dim=1)
+    attention_mask = torch.cat([rollout.prompt_mask, rollout.completion_mask], dim=1)
+    batch = Batch(rollout, input_ids, attention_mask, advantages.to(device), None, None,
+                  rollout_metrics(rollout, total, per_fn, cfg.group_size))
+    if cfg.num_iterations > 1:
+        batch.old_logps = frozen_logps(run, run.model, batch)
+    if run.ref_model is not None:
+        batch.ref_logps = frozen_logps(run, run.ref_model, batch)
+    return batch
+
+
+def rollout_metrics(
+    rollout: Rollout, total: Tensor, per_fn: dict[str, Tensor], group_size: int
+) -> dict[str, float]:
+    """TRL's generation metrics for one rollout (plus ``completions/mean_chars``)."""
+    grouped_std = total.view(-1, group_size).std(dim=1)
+    lengths = rollout.lengths.float()
+    metrics = {"reward": total.mean().item(), "reward_std": total.std().item()}
+    for name, values in per_fn.items():
+        metrics[f"rewards/{name}/mean"] = values.mean().item()
+        metrics[f"rewards/{name}/std"] = values.std().item()
+    metrics["frac_reward_zero_std"] = torch.isclose(
+        grouped_std, torch.zeros_like(grouped_std), atol=1e-8).float().mean().item()
+    metrics["completions/mean_length"] = lengths.mean().item()
+    metrics["completions/min_length"] = lengths.min().item()
+    metrics["completions/max_length"] = lengths.max().item()
+    metrics["completions/clipped_ratio"] = rollout.truncated.float().mean().item()
+    metrics["completions/mean_chars"] = sum(map(len, rollout.texts)) / len(rollout.texts)
+    return metrics
+
+
+@torch.no_grad()
+def frozen_logps(run: _Run, model: Any, batch: Batch) -> Tensor:
+    """``[B, C]`` log-probs without gradient (old policy or reference), micro-batch by micro-batch."""
+    parts = []
+    for rows in run.micro_batches():
+        with run.autocast():
+            parts.append(token_logprobs(model, batch.input_ids[rows], batch.attention_mask[rows],
+                                        batch.width, temperature=run.config.temperature))
+    return torch.cat(parts)
+
+
+# ----------------------------------------------------------------------------- one update
+
+
+def update(run: _Run, batch: Batch) -> dict[str, float]:
+    """One optimizer step on ``batch``: forward, ``grpo_loss``, backward, clip, AdamW.
+
+    Returns the step's update metrics: ``loss``, ``grad_norm``, ``entropy``, the clip ratios,
+    ``kl`` (beta > 0) and the ratio's extremes (``ratio/min``, ``ratio/max``; our own names).
+    """
+    cfg, model = run.config, run.model
+    model.train()
+    run.optimizer.zero_grad(set_to_none=True)
+    mask = batch.rollout.completion_mask
+    total_tokens = mask.sum().clamp(min=1)
+    sums: dict[str, float] = {}
+    loss_value, ratio_min, ratio_max = 0.0, math.inf, -math.inf
+    for rows in run.micro_batches():
+        with run.autocast():
+            logps, entropy = token_logprobs(model, batch.input_ids[rows], batch.attention_mask[rows],
+                                            batch.width, temperature=cfg.temperature,
+                                            return_entropy=True)
+        old = None if batch.old_logps is None else batch.old_logps[rows]
+        ref = None if batch.ref_logps is None else batch.ref_logps[rows]
+        loss, metrics = grpo_loss(
+            logps, old, batch.advantages[rows], mask[rows], ref_token_logps=ref, beta=cfg.beta,
+            epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high, loss_type=cfg.loss_type,
+            max_completion_length=cfg.max_new_tokens, num_items_in_batch=total_tokens)
+        share = 1.0 if cfg.loss_type == "dapo" else (rows.stop - rows.start) / mask.size(0)
+        (loss * share).backward()
+        loss_value += loss.item() * share
+        token_share = (mask[rows].sum() / total_tokens).item()
+        metrics["entropy"] = _masked_mean(entropy, mask[rows])
+        for key, value in metrics.items():
+            sums[key] = sums.get(key, 0.0) + value * token_share
+        ratio_min, ratio_max = _ratio_extremes(logps, old, mask[rows], ratio_min, ratio_max)
+    max_norm = math.inf if cfg.max_grad_norm is None else cfg.max_grad_norm
+    grad_norm = torch.nn.utils.clip_grad_norm_(run.params, max_norm)
+    run.optimizer.step()
+    return {**sums, "ratio/min": ratio_min, "ratio/max": ratio_max, "loss": loss_value,
+            "grad_norm": grad_norm.item(), "learning_rate": cfg.learning_rate}
+
+
+def _masked_mean(values: Tensor, mask: Tensor) -> float:
+    mask = mask.to(values.dtype)
+    return ((values * mask).sum() / mask.sum().clamp(min=1)).item()
+
+
+def _ratio_extremes(logps: Tensor, old: Tensor | None, mask: Tensor, low: float, high: float):
+    if old is None:  # on-policy: the ratio is exactly 1
+        return min(low, 1.0), max(high, 1.0)
+    ratio = torch.exp(logps.detach() - old)[mask.bool()]
+    if ratio.numel() == 0:
+        return low, high
+    return min(low, ratio.min().item()), max(high, ratio.max().item())
+
+
+# ----------------------------------------------------------------------------- run state
+
+
+@dataclass
+class _Run:
+    model: Any
+    tokenizer: Any
+    config: TrainConfig
+    rows: list[dict[str, Any]]
+    reward_funcs: list[RewardFn]
+    reward_weights: list[float]
+    optimizer: torch.optim.Optimizer
+    params: list[Tensor]
+    ref_model: Any = None
+
+    def micro_batches(self) -> Iterable[slice]:
+        size = self.config.micro_batch_size or self.config.batch_size
+        return [slice(start, start + size) for start in range(0, self.config.batch_size, size)]
+
+    def autocast(self):
+        if self.config.autocast_dtype is None:
+            return nullcontext()
+        device = next(self.model.parameters()).device.type
+        return torch.autocast(device, dtype=getattr(torch, self.config.autocast_dtype))
+
+
+def as_rows(prompts: Sequence[str | dict[str, Any]]) -> list[dict[str, Any]]:
+    """Prompts as dataset rows: ``{"prompt": user_message, <other columns>...}``."""
+    rows = [{"prompt": p} if isinstance(p, str) else dict(p) for p in prompts]
+    if not rows:
+        raise ValueError("train needs at least one prompt")
+    bad = [i for i, row in enumerate(rows) if not isinstance(row.get("prompt"), str)]
+    if bad:
+        raise ValueError(f"every prompt row needs a 'prompt' string; rows {bad[:5]} have none")
+    keys = set(rows[0])
+    if any(set(row) != keys for row in rows):
+        raise ValueError("every prompt row must have the same columns")
+    return rows
+
+
+def make_reference(model: Any, beta: float) -> Any:
+    """A frozen copy of ``model`` when ``beta > 0``; None otherwise (no memory spent)."""
+    if beta == 0:
+        return None
+    reference = copy.deepcopy(model).eval()
+    reference.requires_grad_(False)
+    return reference
+
+
+# ----------------------------------------------------------------------------- files
+
+
+class MetricsLog:
+    """``metrics.jsonl``: one JSON object per step, flushed as soon as it is written."""
+
+    def __init__(self, out_dir: Path | None, keep_up_to: int | None):
+        self.path = None if out_dir is None else Path(out_dir) / METRICS_FILE
+        self._file = None
+        if self.path is None:
+            return
+        kept = [r for r in read_jsonl(self.path) if keep_up_to and r.get("step", 0) <= keep_up_to]
+        self._file = self.path.open("w")
+        for record in kept:
+            self.write(record)
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self._file is not None:
+            self._file.write(json.dumps(record) + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The records of a ``metrics.jsonl`` (an empty list if it does not exist)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def save_checkpoint(run: _Run, out_dir: Path, step: int) -> Path:
+    """Write model, tokenizer, optimizer and step to ``<out_dir>/checkpoint`` (atomically)."""
+    final = Path(out_dir) / CHECKPOINT_DIR
+    staging = final.with_name(CHECKPOINT_DIR + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    run.model.save_pretrained(staging)
+    run.tokenizer.save_pretrained(staging)
+    torch.save(run.optimizer.state_dict(), staging / "optimizer.pt")
+    state = {"step": step, "config": _jsonable(asdict(run.config))}
+    (staging / STATE_FILE).write_text(json.dumps(state, indent=1))
+    shutil.rmtree(final, ignore_errors=True)
+    staging.rename(final)
+    return final
+
+
+def checkpoint_step(out_dir: Path | str) -> int | None:
+    """The step saved in ``<out_dir>/checkpoint``, or None when there is none."""
+    state = Path(out_dir) / CHECKPOINT_DIR / STATE_FILE
+    return json.loads(state.read_text())["step"] if state.exists() else None
+
+
+def restore_checkpoint(run: _Run, out_dir: Path) -> int:
+    """Load the checkpoint's weights and optimizer state into ``run``; return its step."""
+    folder = Path(out_dir) / CHECKPOINT_DIR
+    dtype = next(run.model.parameters()).dtype
+    saved = type(run.model).from_pretrained(folder, dtype=dtype)
+    run.model.load_state_dict(saved.state_dict())
+    del saved
+    optimizer_file = folder / "optimizer.pt"
+    if optimizer_file.exists():
+        run.optimizer.load_state_dict(torch.load(optimizer_file, weights_only=True))
+    return json.loads((folder / STATE_FILE).read_text())["step"]
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return repr(value)
+
+
+def write_config(out_dir: Path, config: TrainConfig, run: _Run, extra: dict[str, Any]) -> None:
+    """``config.json``: the loop's settings, the reward functions, and what the caller adds."""
+    record = {
+        **_jsonable(extra),
+        "train": _jsonable(asdict(config)),
+        "reward_funcs": [reward_name(fn) for fn in run.reward_funcs],
+        "reward_weights": run.reward_weights,
+        "num_prompts": len(run.rows),
+        "model": Path(getattr(run.model.config, "_name_or_path", "") or type(run.model).__name__).name,
+        "torch": torch.__version__,
+    }
+    (Path(out_dir) / CONFIG_FILE).write_text(json.dumps(record, indent=1) + "\n")
+
+
+# ----------------------------------------------------------------------------- the loop
+
+
+def train(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[str | dict[str, Any]],
+    reward_funcs: RewardFn | Sequence[RewardFn],
+    config: TrainConfig,
+    out_dir: str | Path | None = None,
+    *,
+    reward_weights: Sequence[float] | None = None,
+    callbacks: Sequence[Callback] = (),
+    resume: bool = False,
+    progress: bool = True,
+    extra_config: dict[str, Any] | None = None,
+) -> RunResult:
+    """Train ``model`` with GRPO on ``prompts`` for ``config.max_steps`` steps.
+
+    Args:
+        prompts: user messages, or rows ``{"prompt": ..., <columns>}`` whose other columns
+            reach the reward functions as keyword arguments (TRL's dataset columns).
+        reward_funcs: one function or several, ``fn(completions, **columns) -> list[float]``.
+        config: see :class:`TrainConfig`.
+        out_dir: where ``metrics.jsonl``, ``config.json`` and ``checkpoint/`` go; None writes
+            nothing.
+        reward_weights: one weight per function (default 1.0 each).
+        callbacks: called with each step's metrics dict (e.g. a ``LivePlot``).
+        resume: continue from ``<out_dir>/checkpoint`` if there is one: its weights and
+            optimizer state are loaded into ``model`` and the step count goes on from its
+            step (a reused rollout is not saved: the first resumed step samples a fresh one).
+            The reference model (beta > 0) is copied from ``model`` *before* the checkpoint
+            is loaded, so pass the base model.
+        progress: show a tqdm bar with the step and the reward.
+        extra_config: more fields for ``config.json`` (experiment name, profile...).
+
+    Returns:
+        A :class:`RunResult`. Ctrl-C returns one with ``stopped="interrupted"``; any other
+        exception saves what it can and propagates.
+    """
+    run = _start(model, tokenizer, prompts, reward_funcs, config, reward_weights)
+    out = None if out_dir is None else Path(out_dir)
+    start_step = 0
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        if resume and checkpoint_step(out) is not None:
+            start_step = restore_checkpoint(run, out)
+        write_config(out, config, run, {**(extra_config or {}), "resumed_from_step": start_step})
+    log = MetricsLog(out, keep_up_to=start_step)
+    result = RunResult(model, run.ref_model, step=start_step, out_dir=out)
+    try:
+        _steps(run, result, log, callbacks, progress)
+    except KeyboardInterrupt:
+        result.stopped = "interrupted"
+    except BaseException:
+        result.stopped = "error"
+        try:  # keep what can be kept; never hide the original error behind a saving error
+            _finish(run, result, log, out)
+        except Exception as error:
+            warnings.warn(f"could not save a checkpoint after the error: {error}", stacklevel=2)
+        raise
+    _finish(run, result, log, out)
+    return result
+
+
+def _start(model, tokenizer, prompts, reward_funcs, config, reward_weights) -> _Run:
+    config.validate()
+    funcs = [reward_funcs] if callable(reward_funcs) else list(reward_funcs)
+    if not funcs:
+        raise ValueError("train needs at least one reward function")
+    weights = [1.0] * len(funcs) if reward_weights is None else [float(w) for w in reward_weights]
+    if len(weights) != len(funcs):
+        raise ValueError(f"{len(weights)} reward_weights for {len(funcs)} reward functions")
+    rows = as_rows(prompts)
+    if config.prompts_per_step > len(rows):
+        raise ValueError(f"prompts_per_step={config.prompts_per_step} but only {len(rows)} prompts")
+    torch.manual_seed(config.seed)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.learning_rate, betas=config.adam_betas,
+                                  weight_decay=config.weight_decay)
+    return _Run(model, tokenizer, config, rows, funcs, weights, optimizer, params,
+                make_reference(model, config.beta))
+
+
+def _steps(run: _Run, result: RunResult, log: MetricsLog, callbacks, progress: bool) -> None:
+    from tqdm.auto import tqdm
+
+    cfg = run.config
+    bar = tqdm(total=cfg.max_steps, initial=result.step, desc="GRPO", disable=not progress,
+               dynamic_ncols=True)
+    batch = None
+    run.model.train()  # sample_group switches to eval mode while sampling, then back
+    try:
+        for step in range(result.step + 1, cfg.max_steps + 1):
+            started = time.perf_counter()
+            iteration = (step - 1) % cfg.num_iterations
+            if batch is None or iteration == 0:
+                batch = make_rollout(run, step)
+            record = {"step": step, **batch.metrics, **update(run, batch), "iteration": iteration}
+            record["step_time"] = time.perf_counter() - started
+            log.write(record)
+            result.metrics.append(record)
+            result.step, result.last_texts = step, batch.rollout.texts
+            for callback in callbacks:
+                callback(record)
+            bar.update(1)
+            bar.set_postfix(reward=f"{record['reward']:.3g}",
+                            chars=f"{record['completions/mean_chars']:.0f}")
+            if cfg.save_every and step % cfg.save_every == 0 and log.path is not None:
+                save_checkpoint(run, log.path.parent, step)
+    finally:
+        bar.close()
+
+
+def _finish(run: _Run, result: RunResult, log: MetricsLog, out: Path | None) -> None:
+    log.close()
+    run.model.eval()
+    run.optimizer.zero_grad(set_to_none=True)
+    if out is not None and run.config.save_checkpoint and result.step > 0:
+        save_checkpoint(run, out, result.step)
+
+
+def config_fields() -> list[str]:
+    """The names of :class:`TrainConfig`'s fields (for command-line options)."""
+    return [f.name for f in fields(TrainConfig)]

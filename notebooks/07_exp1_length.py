@@ -1,0 +1,280 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 07 · Experiment 1: reward a length of 20 characters
+#
+# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** in the `cpu` profile this
+# notebook took 43 min end to end on the course's 2-core machine while other jobs shared it
+# (training: 30 steps in 34 min; read it as an upper bound); the `smoke` profile (CI) took 90 s
+# under nbval; the `gpu` profile (Qwen3-0.6B) is not measured yet. Do not want to wait? The
+# section "A run recorded earlier", near the end, shows the curves of a finished `cpu` run
+# without training anything.
+#
+# The lecture's smallest GRPO example: before any real task, reward the completion for being
+# **close to 20 characters long**. Nothing in the reward says *what* to write, only how long
+# it should be, so whatever the model learns here it learns from that one number.
+# "GRPO optimizes exactly the number you return": a real model finds out quickly.
+#
+# In this notebook you
+# 1. read the reward and score a few strings by hand;
+# 2. look at the model's completions before training (about ten times too long);
+# 3. train it with the course's GRPO loop while a live plot draws reward and length;
+# 4. compare completions after training;
+# 5. flip the reward's sign, as a famous public example once did by mistake, and watch the
+#    length run the other way.
+
+# %%
+# Colab only: fetch the course and install what the runtime lacks (keeps Colab's torch).
+# Everywhere else this cell does nothing: `make lab` has already installed everything.
+import subprocess
+import sys
+
+if "google.colab" in sys.modules:
+    COURSE_REPO = "https://github.com/grpo-from-scratch/grpo-course"
+    subprocess.run(["git", "clone", "-q", "--depth=1", COURSE_REPO, "/content/grpo-course"])
+    subprocess.run([sys.executable, "/content/grpo-course/tools/colab_setup.py"], check=True)
+    sys.path.insert(0, "/content/grpo-course")
+else:
+    print("Not in Colab: nothing to install.")
+
+# %% [markdown]
+# ## The reward
+#
+# $$ r(y) = -\,\bigl|\,\mathrm{len}(y) - 20\,\bigr| $$
+#
+# - $y$: one completion, as text (the chat template and the prompt are not part of it);
+# - $\mathrm{len}(y)$: its length in **characters** (not tokens);
+# - $r(y)$: its reward, at most 0, reached exactly at 20 characters; every character too many
+#   or too few costs 1.
+#
+# The sign matters: the minus makes *distance from 20* a cost. Drop it and the reward pays
+# for distance, so the longest completion in every group wins. That is the bug a well-known
+# public GRPO example shipped with; the last section of this notebook reproduces it.
+#
+# The function has TRL's reward signature (`completions` plus any dataset columns as keyword
+# arguments), so the same function plugs into our loop and into `GRPOTrainer` (notebook 10):
+
+# %%
+import inspect
+
+from grpo_core.rewards import length_reward, make_length_reward
+
+print(inspect.getsource(make_length_reward))
+
+# %% [markdown]
+# A toy group of four completions for one prompt: the reward of each, and the advantage GRPO
+# gives it, $A_i = (r_i - \mathrm{mean}(r)) / (\mathrm{std}(r) + 10^{-4})$ (notebook 03).
+# Only the completion closest to 20 characters is pushed up; the others are pushed down, the
+# farthest the hardest.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+import pandas as pd
+
+from grpo_core.advantages import group_advantages
+
+toy = [
+    "Hi!",
+    "The ocean is vast.",
+    "The ocean covers most of the planet.",
+    "The ocean covers about seventy percent of Earth's surface and holds most of its water.",
+]
+rewards = length_reward(toy)
+table = pd.DataFrame({
+    "completion": toy,
+    "characters": [len(t) for t in toy],
+    "reward": rewards,
+    "advantage": group_advantages(rewards, group_size=4).tolist(),
+})
+print(table.round(3).to_string(index=False))
+
+# %% [markdown]
+# ## The model and the prompts
+#
+# The profile decides the model and the scale (notebook 00). The prompts are ordinary
+# questions from `data/prompts_exp1.jsonl`; none of them asks for a short answer.
+
+# %%
+import torch
+
+from grpo_core.models import load_policy
+from grpo_core.profiles import get_profile
+from grpo_core.train import EXP1_PROMPTS, load_prompts
+
+profile = get_profile()
+print(f"profile {profile.name} ({profile.reason}): {profile.model_id}, "
+      f"{profile.prompts_per_step} prompts x {profile.group_size} completions per step, "
+      f"{profile.max_new_tokens} new tokens, {profile.max_steps} steps, lr {profile.learning_rate}")
+model, tokenizer = load_policy(profile)
+prompts = load_prompts(EXP1_PROMPTS)
+print(f"{len(prompts)} prompts, e.g. {[row['prompt'] for row in prompts[:3]]}")
+
+# %% [markdown]
+# ## Before training
+#
+# A group of completions for two prompts, sampled as the training loop samples them. The mean
+# distance from 20 characters, $\overline{|\mathrm{len}-20|}$, is minus the mean reward.
+
+# %%
+from grpo_core.rollout import chat_prompt, sample_for_profile
+
+probe = [chat_prompt(tokenizer, "Tell me about the ocean."),
+         chat_prompt(tokenizer, "Describe a train journey.")]
+
+
+def show_samples(model, title: str, seed: int = 0) -> float:
+    """Sample a group per probe prompt; print each completion's length; return mean |len - 20|."""
+    rollout = sample_for_profile(model, tokenizer, probe, profile, seed=seed)
+    distances = [-r for r in length_reward(rollout.texts)]
+    print(f"{title}: mean |len - 20| = {sum(distances) / len(distances):.1f} characters")
+    for text in rollout.texts[:: max(1, profile.group_size // 4)]:
+        print(f"  {len(text):4d} chars | {text[:90]!r}")
+    return sum(distances) / len(distances)
+
+
+before = show_samples(model, "before training")
+
+# %% [markdown]
+# ## Train it yourself
+#
+# `grpo_core.loop.train` runs the round of notebook 02 over and over: choose prompts, sample a
+# group for each (eval mode), score them, turn scores into advantages, take the log-probs
+# of the sampled tokens (train mode), the GRPO loss, one AdamW step. The settings:
+#
+# | setting | value | why |
+# |---|---|---|
+# | `loss_type` | `"grpo"` | the lecture's: each completion's log-prob averaged over its tokens, then over completions |
+# | `beta` | 0 | no KL penalty, so no reference model is loaded (notebook 04) |
+# | `num_iterations` | 1 | one update per rollout: the ratio is 1 and the clip never fires |
+# | sizes, steps, learning rate | from the profile | `cpu`: 2 prompts x 8, 64 new tokens, 30 steps, 2e-5 |
+#
+# The live plot redraws every step: reward (with the batch's spread), completion length in
+# tokens and characters (dashed: the 20-character target), the fraction of groups whose
+# rewards were all equal, KL (not logged at beta = 0), the clip ratio and the entropy.
+# Interrupt the kernel whenever you like: `train` stops cleanly and returns what it has.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from grpo_core.loop import TrainConfig, train
+from grpo_core.plots import LivePlot
+
+config = TrainConfig.from_profile(profile, loss_type="grpo", beta=0.0, num_iterations=1)
+plot = LivePlot(every=1, title=f"experiment 1 live ({profile.name})",
+                targets={"completions/mean_chars": 20})
+result = train(model, tokenizer, prompts, length_reward, config, callbacks=[plot])
+plot.close()
+print(f"{result.stopped} after {result.step} steps, "
+      f"{sum(r['step_time'] for r in result.metrics) / 60:.1f} min")
+
+# %% [markdown]
+# ## After training
+#
+# The same prompts and the same sampling seed as before training:
+
+# %%
+after = show_samples(model, "after training")
+print(f"mean |len - 20|: {before:.1f} -> {after:.1f} characters")
+
+# %% [markdown]
+# Look at *what* it writes, not only how long. Nothing in the reward asks for an answer to
+# the question, so nothing keeps one: the model has learned exactly the number it was given.
+# Run much longer and every completion, whatever the prompt, tends to become the same short
+# phrase: the reward is satisfied and the model is useless. That is **collapse**, and the
+# entropy and `frac_reward_zero_std` curves show it coming (notebook 11).
+
+# %% [markdown]
+# ## The sign flip: GRPO optimizes exactly the number you return
+#
+# Now give the trained model the reward with its sign flipped, $+|\mathrm{len}(y) - 20|$, the
+# bug a famous example shipped with. Nothing else changes. Within a few steps the length
+# turns around and climbs towards the `max_new_tokens` budget: the optimizer does not know what
+# you *meant*, only which completions in each group scored higher.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from grpo_core.train import negated
+
+flip_steps = {"smoke": 1, "cpu": 6}.get(profile.name, 20)
+flipped_plot = LivePlot(every=1, title="sign flipped: reward +|len - 20|")
+flipped = train(model, tokenizer, prompts, negated(length_reward),
+                TrainConfig.from_profile(profile, max_steps=flip_steps), callbacks=[flipped_plot])
+flipped_plot.close()
+
+# %%
+chars = [r["completions/mean_chars"] for r in flipped.metrics]
+print(f"mean characters per completion, step by step: {[round(c) for c in chars]}")
+_ = show_samples(model, "after the flipped reward")
+
+# %% [markdown]
+# ## A run recorded earlier
+#
+# The curves of a `cpu`-profile run of experiment 1, made with the same code from the command line
+# (`python -m grpo_core.train length --profile cpu --out data/runs/exp1-length-cpu`):
+
+# %%
+from pathlib import Path
+
+from IPython.display import Image, display
+
+from grpo_core.plots import figure_png, plot_metrics, read_metrics
+
+recorded_dir = Path(EXP1_PROMPTS).parent / "runs" / "exp1-length-cpu"
+if (recorded_dir / "metrics.jsonl").exists():
+    recorded = read_metrics(recorded_dir / "metrics.jsonl")
+    distance = [-r["rewards/length_reward/mean"] for r in recorded]
+    print(f"{len(recorded)} steps; mean |len - 20| over the first 5 steps "
+          f"{sum(distance[:5]) / 5:.1f}, over the last 5 {sum(distance[-5:]) / 5:.1f} characters")
+    display(Image(figure_png(plot_metrics(recorded, title="recorded cpu run",
+                                          targets={"completions/mean_chars": 20}))))
+else:
+    print(f"no recorded run at {recorded_dir}")
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. Without running the model: what reward does `length_reward` give the completion
+#    `"Hello there, friend!"`, and what does it give a completion of 35 characters?
+
+# %%
+my_answers = [0.0, -15.0]  # your two numbers here
+
+assert my_answers == length_reward(["Hello there, friend!", "x" * 35]), "count the characters"
+print("correct")
+
+# %% [markdown]
+# 2. A group of four completions has lengths 12, 19, 26 and 60 characters. Which one (0-3)
+#    gets the largest advantage, and is any other advantage positive?
+
+# %%
+my_best, my_other_positive = 1, True  # your answers here
+
+advantages = group_advantages(length_reward(["x" * n for n in (12, 19, 26, 60)]), group_size=4)
+assert my_best == int(advantages.argmax()), "the largest advantage goes to the highest reward"
+assert my_other_positive == bool((advantages > 0).sum() > 1), "compare each reward with the mean"
+print(f"correct: advantages {[round(a, 2) for a in advantages.tolist()]}")
+
+# %% [markdown]
+# 3. With the inverted reward, `abs(len - 20)` (no minus), which completion of the same group
+#    gets the largest advantage? Write the inverted reward as a function and check.
+
+# %%
+def inverted_length_reward(completions, **kwargs):
+    return [abs(len(c) - 20) for c in completions]  # your function here
+
+
+group = ["x" * n for n in (12, 19, 26, 60)]
+advantages = group_advantages(inverted_length_reward(group), group_size=4)
+assert inverted_length_reward(group) == [-r for r in length_reward(group)]
+assert int(advantages.argmax()) == 3, "the inverted reward pays the longest completion most"
+print("correct: with the sign flipped, the longest completion is pushed up hardest")

@@ -1,0 +1,98 @@
+"""Curves from metric records: our loop's and TRL's (the callback), without a notebook."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from grpo_core.plots import LivePlot, in_notebook, plot_metrics, read_metrics, save_curves
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def records(n: int, with_kl: bool = False) -> list[dict]:
+    rows = []
+    for step in range(1, n + 1):
+        row = {
+            "step": step, "reward": -100 / step, "reward_std": 10.0, "frac_reward_zero_std": 0.0,
+            "completions/mean_length": 60 - step, "completions/mean_chars": 200 / step,
+            "clip_ratio/region_mean": 0.0, "entropy": 2.0, "loss": 0.0,
+        }
+        if with_kl:
+            row["kl"] = 0.001 * step
+        rows.append(row)
+    return rows
+
+
+def test_plot_has_a_panel_per_metric_group_and_says_when_kl_is_missing():
+    fig = plot_metrics(records(3), title="t", targets={"completions/mean_chars": 20})
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert titles[:3] == ["reward", "completion length", "frac_reward_zero_std"]
+    kl_axis = next(ax for ax in fig.axes if ax.get_title() == "KL to the reference")
+    assert any("not logged" in t.get_text() for t in kl_axis.texts)
+    with_kl = plot_metrics(records(3, with_kl=True))
+    kl_axis = next(ax for ax in with_kl.axes if ax.get_title() == "KL to the reference")
+    assert kl_axis.lines and not kl_axis.texts
+
+
+def test_save_curves_writes_a_png(tmp_path):
+    path = save_curves(records(4), tmp_path / "sub" / "curves.png")
+    assert path.read_bytes()[:8] == PNG
+
+
+def test_read_metrics_round_trip(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records(2)))
+    assert read_metrics(path) == records(2)
+
+
+def test_live_plot_redraws_every_n_steps(tmp_path):
+    path = tmp_path / "curves.png"
+    plot = LivePlot(every=2, path=path, show=False)
+    plot(records(1)[0])
+    assert not path.exists()
+    plot(records(2)[1])
+    assert path.read_bytes()[:8] == PNG
+    path.unlink()
+    plot(records(3)[2])
+    assert not path.exists()
+    plot.close()  # draws what is left
+    assert path.exists() and len(plot.records) == 3
+
+
+def test_not_a_notebook_under_pytest():
+    assert not in_notebook()
+    with pytest.raises(ValueError):
+        LivePlot(every=0)
+
+
+def test_live_plot_is_a_trainer_callback_for_trl(tmp_path):
+    """transformers' CallbackHandler calls every event on it; only on_log draws."""
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+    from transformers.trainer_callback import CallbackHandler
+
+    plot = LivePlot(every=1, path=tmp_path / "curves.png", show=False)
+    handler = CallbackHandler([plot], None, None, None, None)
+    args = TrainingArguments(output_dir=str(tmp_path), report_to="none", use_cpu=True)
+    state, control = TrainerState(), TrainerControl()
+    handler.on_train_begin(args, state, control)
+    for step in (1, 2):
+        state.global_step = step
+        handler.on_step_end(args, state, control)
+        handler.on_log(args, state, control, logs={"reward": -5.0 * step, "kl": 0.01, "epoch": 0.1})
+    handler.on_log(args, state, control, logs={"train_runtime": 3.0})  # the final summary: ignored
+    handler.on_train_end(args, state, control)
+    assert [r["step"] for r in plot.records] == [1, 2]
+    assert plot.records[1]["reward"] == -10.0
+    assert (tmp_path / "curves.png").read_bytes()[:8] == PNG
+
+
+def test_plots_need_neither_torch_nor_trl():
+    import subprocess
+    import sys
+
+    code = "import sys, grpo_core.plots; print(' '.join(sorted(sys.modules)))"
+    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                check=True).stdout.split())
+    assert not {"torch", "trl", "transformers"} & loaded

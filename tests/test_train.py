@@ -1,0 +1,223 @@
+"""The training loop and its command line, on the real offline model in tiny runs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from grpo_core.loop import (
+    RewardError,
+    TrainConfig,
+    call_reward,
+    checkpoint_step,
+    make_reference,
+    read_jsonl,
+    train,
+)
+from grpo_core.rewards import length_reward
+from grpo_core.train import EXP1_PROMPTS, load_prompts, main, negated
+
+CONTRACT_KEYS = {
+    "step", "reward", "reward_std", "rewards/length_reward/mean", "frac_reward_zero_std",
+    "entropy", "completions/mean_length", "completions/clipped_ratio", "clip_ratio/region_mean",
+    "loss", "grad_norm", "learning_rate", "step_time",
+}
+PROMPTS = ["Say hello.", "Name a colour.", "Describe the sea."]
+
+
+@pytest.fixture
+def policy(smoke_policy):
+    """A tiny random Llama with the offline model's tokenizer: the loop's mechanics in seconds.
+
+    (The real model is trained by the command-line test; this one never emits EOS, so every
+    completion runs to ``max_new_tokens``.)
+    """
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    _, tokenizer = smoke_policy
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    return LlamaForCausalLM(config).eval(), tokenizer
+
+
+def tiny(smoke_profile, **overrides):
+    values = {"max_new_tokens": 6, "max_steps": 2, "save_checkpoint": False, **overrides}
+    return TrainConfig.from_profile(smoke_profile, **values)
+
+
+def test_cli_smoke_run_writes_every_contract_metric_and_a_png(tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    monkeypatch.setattr("sys.argv", ["grpo_core.train", "length"])
+    code = main(["length", "--profile", "smoke", "--out", str(out), "--steps", "2",
+                 "--max-new-tokens", "6", "--no-checkpoint", "--quiet"])
+    assert code == 0
+    records = read_jsonl(out / "metrics.jsonl")
+    assert [r["step"] for r in records] == [1, 2]
+    for record in records:
+        assert set(record) >= CONTRACT_KEYS, CONTRACT_KEYS - set(record)
+        assert "kl" not in record  # beta = 0
+        assert all(math.isfinite(v) for v in record.values() if isinstance(v, float))
+        assert record["reward"] <= 0  # -|len - 20| is never positive
+    assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    config = json.loads((out / "config.json").read_text())
+    assert config["experiment"] == "length" and config["train"]["beta"] == 0.0
+    assert config["reward_funcs"] == ["length_reward"]
+    assert not (out / "checkpoint").exists()
+
+
+def test_beta_zero_creates_no_reference_model(smoke_policy):
+    model, _ = smoke_policy
+    assert make_reference(model, 0.0) is None
+    reference = make_reference(model, 0.04)
+    assert reference is not model and not any(p.requires_grad for p in reference.parameters())
+
+
+def test_beta_positive_logs_kl(policy, smoke_profile):
+    model, tokenizer = policy
+    result = train(model, tokenizer, PROMPTS, length_reward,
+                   tiny(smoke_profile, beta=0.04, max_steps=1), progress=False)
+    assert result.ref_model is not None
+    assert result.metrics[0]["kl"] == pytest.approx(0.0, abs=1e-6)  # the policy starts at the reference
+
+
+def test_reusing_a_rollout_moves_the_ratio_and_fires_the_clip(policy, smoke_profile):
+    model, tokenizer = policy
+    config = tiny(smoke_profile, num_iterations=2, learning_rate=1e-2)
+    result = train(model, tokenizer, PROMPTS, length_reward, config, progress=False)
+    first, second = result.metrics
+    assert result.ref_model is None  # beta = 0
+    assert (first["iteration"], second["iteration"]) == (0, 1)
+    assert first["reward"] == second["reward"]  # the same rollout, used twice
+    assert first["ratio/min"] == pytest.approx(1.0, abs=1e-4)
+    assert first["ratio/max"] == pytest.approx(1.0, abs=1e-4)
+    assert first["clip_ratio/region_mean"] == 0.0
+    assert second["ratio/min"] < 0.99 or second["ratio/max"] > 1.01
+    assert second["clip_ratio/region_mean"] > 0.0
+
+
+def test_interrupted_run_keeps_metrics_and_resumes_the_step_count(policy, smoke_profile, tmp_path):
+    model, tokenizer = policy
+    calls = []
+
+    def stops_on_second_step(completions, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # what Ctrl-C does in the middle of a step
+        return length_reward(completions)
+
+    config = tiny(smoke_profile, max_steps=3, save_checkpoint=True)
+    result = train(model, tokenizer, PROMPTS, stops_on_second_step, config, tmp_path,
+                   progress=False)
+    assert result.stopped == "interrupted" and result.step == 1
+    assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl")] == [1]
+    assert checkpoint_step(tmp_path) == 1
+    weight = next(model.parameters())
+    at_checkpoint = weight.detach().clone()
+
+    with torch.no_grad():  # resuming must load the checkpoint's weights over these
+        weight.add_(1.0)
+    config = tiny(smoke_profile, max_steps=2, save_checkpoint=False)
+    resumed = train(model, tokenizer, PROMPTS, length_reward, config, tmp_path, resume=True,
+                    progress=False)
+    assert resumed.stopped == "finished" and [r["step"] for r in resumed.metrics] == [2]
+    assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl")] == [1, 2]
+    assert json.loads((tmp_path / "config.json").read_text())["resumed_from_step"] == 1
+    assert (weight.detach() - at_checkpoint).abs().max() < 0.01  # one small step away, not +1
+
+
+def test_all_equal_rewards_log_zero_std_and_carry_on(policy, smoke_profile):
+    model, tokenizer = policy
+
+    def constant(completions, **kwargs):
+        return [1.0] * len(completions)
+
+    result = train(model, tokenizer, PROMPTS, constant, tiny(smoke_profile, max_new_tokens=3),
+                   progress=False)
+    assert [r["frac_reward_zero_std"] for r in result.metrics] == [1.0, 1.0]
+    assert all(r["loss"] == 0.0 and r["grad_norm"] == 0.0 for r in result.metrics)
+
+
+def test_an_error_in_a_reward_function_keeps_the_metrics(policy, smoke_profile, tmp_path):
+    model, tokenizer = policy
+    calls = []
+
+    def fails_on_second_step(completions, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise ZeroDivisionError("boom")
+        return length_reward(completions)
+
+    with pytest.raises(RewardError, match="fails_on_second_step.*ZeroDivisionError"):
+        train(model, tokenizer, PROMPTS, fails_on_second_step,
+              tiny(smoke_profile, max_new_tokens=3), tmp_path, progress=False)
+    assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl")] == [1]
+
+
+def _wrong_count(completions, **kwargs):
+    return [0.0]
+
+
+def _nan(completions, **kwargs):
+    return [float("nan")] * len(completions)
+
+
+def _text(completions, **kwargs):
+    return ["1.0"] * len(completions)
+
+
+def _none(completions, **kwargs):
+    return [None] * len(completions)
+
+
+@pytest.mark.parametrize(
+    ("fn", "message"),
+    [(_wrong_count, "returned 1 values for 3"), (_nan, "nan"), (_text, "'1.0'"), (_none, "None")],
+)
+def test_bad_rewards_name_the_function(fn, message):
+    with pytest.raises(RewardError, match=rf"{fn.__name__}.*{message}"):
+        call_reward(fn, ["a", "b", "c"], {"prompts": ["p"] * 3})
+
+
+def test_rewards_receive_columns_and_accept_numpy_and_tensors():
+    import numpy as np
+
+    def uses_column(completions, target, prompts, **kwargs):
+        return [np.float32(t) if i % 2 else torch.tensor(t) for i, t in enumerate(target)]
+
+    values = call_reward(uses_column, ["a", "b"], {"prompts": ["p", "p"], "target": [3, 4]})
+    assert values.tolist() == [3.0, 4.0]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"group_size": 1}, "group_size must be an int >= 2"),
+        ({"group_size": 4, "prompts_per_step": 3, "micro_batch_size": 5}, "do not fit"),
+        ({"loss_type": "ppo"}, "loss_type"),
+        ({"prompts_per_step": 5}, "only 3 prompts"),
+    ],
+)
+def test_bad_settings_are_explained_before_any_work(smoke_policy, smoke_profile, overrides, message):
+    model, tokenizer = smoke_policy
+    with pytest.raises(ValueError, match=message):
+        train(model, tokenizer, PROMPTS, length_reward, tiny(smoke_profile, **overrides),
+              progress=False)
+
+
+def test_negated_reward_flips_the_sign_and_the_name():
+    flipped = negated(length_reward)
+    assert flipped.__name__ == "negated_length_reward"
+    assert flipped(["x" * 25]) == [5.0]
+
+
+def test_experiment_1_prompts_are_rows_with_a_prompt():
+    rows = load_prompts(EXP1_PROMPTS)
+    assert len(rows) >= 16 and all(isinstance(r["prompt"], str) and r["prompt"] for r in rows)
