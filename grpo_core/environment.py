@@ -46,7 +46,8 @@ def environment_report(profile_name: str | None = None) -> str:
     """A short multi-line report: Python, package versions, the profile and why, the device."""
     from grpo_core.profiles import cuda_available, get_profile
 
-    lines = [f"python        {platform.python_version()} ({sys.executable})"]
+    venv = "a virtual environment" if sys.prefix != sys.base_prefix else "no virtual environment"
+    lines = [f"python        {platform.python_version()} ({venv})"]
     for name, version in package_versions().items():
         lines.append(f"{name:<13} {version or 'not installed'}")
     profile = get_profile(profile_name)
