@@ -10,7 +10,7 @@ LAB_ARGS ?=
 # extra options for pytest, e.g. PYTEST_ARGS="-k sandbox"
 PYTEST_ARGS ?=
 
-.PHONY: setup browser exp1 lab test test-unit test-notebooks notebooks bench lint clean
+.PHONY: setup browser exp1 exp2 exp3 lab test test-unit test-notebooks notebooks bench lint clean
 
 setup: $(STAMP)
 
@@ -62,6 +62,14 @@ notebooks: $(STAMP)
 PROFILE ?= cpu
 exp1: $(STAMP)
 	$(if $(filter gpu,$(PROFILE)),,HF_HUB_OFFLINE=1) $(BIN)/python -m grpo_core.train length --profile $(PROFILE) --out runs/exp1-length-$(PROFILE)
+
+# experiment 2 at each group size of the sweep (same completions per step): make exp2 K=16
+K ?= 8
+exp2: $(STAMP)
+	$(if $(filter gpu,$(PROFILE)),,HF_HUB_OFFLINE=1) $(BIN)/python -m grpo_core.train mbpp --k $(K) --profile $(PROFILE) --out runs/exp2-mbpp-k$(K)-$(PROFILE)
+
+exp3: $(STAMP)
+	$(if $(filter gpu,$(PROFILE)),,HF_HUB_OFFLINE=1) $(BIN)/python -m grpo_core.train hacking --profile $(PROFILE) --out runs/exp3-hacking-$(PROFILE)
 
 bench: $(STAMP)
 	for script in benchmarks/bench_*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done

@@ -43,6 +43,9 @@ if TYPE_CHECKING:
 
 RewardFn = Callable[..., Sequence[float]]
 Callback = Callable[[dict[str, Any]], Any]
+# evaluate(model, tokenizer, step) -> {"eval/<name>": value}: held-out measures (e.g. the true
+# score beside a proxy reward) that join the metrics of the steps they ran after
+Evaluator = Callable[[Any, Any, int], dict[str, float]]
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.json"
 CHECKPOINT_DIR = "checkpoint"
@@ -77,6 +80,8 @@ class TrainConfig:
         micro_batch_size: rows per forward/backward (gradient accumulation); None = the whole
             batch. Must divide ``prompts_per_step * group_size``.
         save_every: also save a checkpoint every N steps (0: only at the end or when stopped).
+        eval_every: call ``train``'s ``evaluate`` after step 1, every N steps and after the
+            last step (0: never); its numbers join that step's metrics.
         save_checkpoint: False never writes a checkpoint (tests, throwaway runs).
         autocast_dtype: e.g. ``"bfloat16"`` on a GPU with float32 weights; None: no autocast.
         system_message: optional system prompt for the chat template.
@@ -102,6 +107,7 @@ class TrainConfig:
     adam_betas: tuple[float, float] = (0.9, 0.999)
     micro_batch_size: int | None = None
     save_every: int = 0
+    eval_every: int = 0
     save_checkpoint: bool = True
     autocast_dtype: str | None = None
     system_message: str | None = None
@@ -131,6 +137,8 @@ class TrainConfig:
         _positive_int("prompts_per_step", self.prompts_per_step)
         _positive_int("max_new_tokens", self.max_new_tokens)
         _positive_int("num_iterations", self.num_iterations)
+        if not isinstance(self.eval_every, int) or self.eval_every < 0:
+            raise ValueError(f"eval_every must be an int >= 0, got {self.eval_every!r}")
         if not isinstance(self.max_steps, int) or self.max_steps < 0:
             raise ValueError(f"max_steps must be an int >= 0, got {self.max_steps!r}")
         if self.micro_batch_size is not None:
@@ -403,6 +411,13 @@ class _Run:
     optimizer: torch.optim.Optimizer
     params: list[Tensor]
     ref_model: Any = None
+    evaluate: Evaluator | None = None
+
+    def evaluates_at(self, step: int) -> bool:
+        every = self.config.eval_every
+        if self.evaluate is None or every == 0:
+            return False
+        return step == 1 or step % every == 0 or step == self.config.max_steps
 
     def micro_batches(self) -> Iterable[slice]:
         size = self.config.micro_batch_size or self.config.batch_size
@@ -546,6 +561,7 @@ def train(
     resume: bool = False,
     progress: bool = True,
     extra_config: dict[str, Any] | None = None,
+    evaluate: Evaluator | None = None,
 ) -> RunResult:
     """Train ``model`` with GRPO on ``prompts`` for ``config.max_steps`` steps.
 
@@ -565,12 +581,16 @@ def train(
             is loaded, so pass the base model.
         progress: show a tqdm bar with the step and the reward.
         extra_config: more fields for ``config.json`` (experiment name, profile...).
+        evaluate: ``evaluate(model, tokenizer, step) -> {name: value}``, run in eval mode
+            without gradients after step 1, every ``config.eval_every`` steps and after the
+            last one; its values are added to that step's metrics (``eval/...`` names).
 
     Returns:
         A :class:`RunResult`. Ctrl-C returns one with ``stopped="interrupted"``; any other
         exception saves what it can and propagates.
     """
     run = _start(model, tokenizer, prompts, reward_funcs, config, reward_weights)
+    run.evaluate = evaluate
     out = None if out_dir is None else Path(out_dir)
     start_step = 0
     if out is not None:
@@ -630,6 +650,8 @@ def _steps(run: _Run, result: RunResult, log: MetricsLog, callbacks, progress: b
                 batch = make_rollout(run, step)
             record = {"step": step, **batch.metrics, **update(run, batch), "iteration": iteration}
             record["step_time"] = time.perf_counter() - started
+            if run.evaluates_at(step):
+                record.update(run_evaluation(run, step))
             log.write(record)
             result.metrics.append(record)
             result.step, result.last_texts = step, batch.rollout.texts
@@ -642,6 +664,22 @@ def _steps(run: _Run, result: RunResult, log: MetricsLog, callbacks, progress: b
                 save_checkpoint(run, log.path.parent, step)
     finally:
         bar.close()
+
+
+def run_evaluation(run: _Run, step: int) -> dict[str, float]:
+    """Call the evaluator in eval mode without gradients; check it returns finite numbers."""
+    run.model.eval()
+    try:
+        with torch.no_grad(), run.autocast():
+            values = run.evaluate(run.model, run.tokenizer, step)
+    finally:
+        run.model.train()
+    checked = {}
+    for name, value in dict(values).items():
+        if not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
+            raise ValueError(f"evaluate returned {value!r} for {name!r}: values must be finite numbers")
+        checked[str(name)] = float(value)
+    return checked
 
 
 def _finish(run: _Run, result: RunResult, log: MetricsLog, out: Path | None) -> None:

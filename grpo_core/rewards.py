@@ -18,6 +18,9 @@ message's ``content`` is scored).
   ``make_length_reward(target)`` builds one for another target.
 * ``unit_test_reward``: the fraction of the ``tests`` column's asserts that the completion's
   code passes in the sandbox (experiment 2).
+* ``defines_function_reward``: 1.0 when the completion's code parses and defines the function
+  the tests call (column ``entry_point``). A shape check that never runs the code: experiment
+  3's gameable proxy, which a stub (``def add(a, b): pass``) satisfies as well as a solution.
 """
 
 from __future__ import annotations
@@ -192,3 +195,29 @@ def unit_test_reward(completions: Sequence[Any], tests: Sequence[Sequence[str]] 
         return [_score(*job) for job in jobs]
     with ThreadPoolExecutor(workers, thread_name_prefix="unit-test-reward") as pool:
         return list(pool.map(lambda job: _score(*job), jobs))
+
+
+# ---------------------------------------------------------------- a gameable proxy (experiment 3)
+
+def defines_function(code: str, name: str) -> bool:
+    """Whether ``code`` parses and defines a top-level function called ``name``."""
+    if not name or not _parses(code):
+        return False
+    tree = ast.parse(code, filename=CANDIDATE_FILENAME)
+    return any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name
+               for node in tree.body)
+
+
+def defines_function_reward(completions: Sequence[Any],
+                            entry_point: Sequence[str] | None = None,
+                            **kwargs: Any) -> list[float]:
+    """1.0 if the completion's code (``extract_code``) parses and defines the function named
+    in the ``entry_point`` column, else 0.0.
+
+    It checks the answer's shape, never its behaviour: experiment 3's proxy. Any stub with the
+    right name earns full marks, so a policy trained on it can score 1.0 without solving
+    anything; ``unit_test_reward`` is the fix.
+    """
+    names = _column("entry_point", entry_point, len(completions))
+    return [1.0 if defines_function(extract_code(completion_text(c)), name) else 0.0
+            for c, name in zip(completions, names, strict=True)]

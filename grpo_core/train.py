@@ -14,6 +14,19 @@ Experiments (COURSE.md section 2):
 - ``length`` (experiment 1): reward ``-abs(len(completion) - 20)`` on characters; a completion
   is best when it is 20 characters long. ``--negate`` flips the sign (notebook 07's
   demonstration that GRPO optimizes exactly the number you return).
+- ``mbpp`` (experiment 2): write a Python function; the reward is the fraction of the
+  problem's asserts that pass in the sandbox (``unit_test_reward``). ``--k`` sets the group
+  size and keeps the completions per step fixed (the profile's ``group_size x
+  prompts_per_step``), so a larger k means fewer prompts per step.
+
+    python -m grpo_core.train mbpp --k 8 --profile cpu --out runs/exp2-mbpp-k8-cpu
+
+- ``hacking`` (experiment 3): the same coding problems, rewarded by a gameable proxy,
+  ``defines_function_reward`` (the code parses and defines the function the tests call; a
+  stub earns full marks). The true score, ``unit_test_reward``, is logged beside it twice: on
+  the training samples with weight 0 (``rewards/unit_test_reward/mean``, it never reaches the
+  advantages), and on held-out problems every few steps (``eval/unit_test_reward``, with the
+  proxy's ``eval/defines_function_reward`` next to it).
 """
 
 from __future__ import annotations
@@ -27,7 +40,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grpo_core.loop import RewardError, RewardFn, RunResult, TrainConfig, reward_name, train
+from grpo_core.loop import (
+    Evaluator,
+    RewardError,
+    RewardFn,
+    RunResult,
+    TrainConfig,
+    reward_name,
+    train,
+)
 from grpo_core.profiles import Profile, get_profile
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
@@ -46,6 +67,8 @@ class Experiment:
         overrides: ``TrainConfig`` fields this experiment sets (the profile gives the rest).
         targets: dashed lines for the plot, ``{metric: value}``.
         title: the plot's title.
+        evaluate: a held-out measure run every ``eval_every`` steps (``train``'s ``evaluate``).
+        notes: what ``config.json`` should record about the experiment's design.
     """
 
     name: str
@@ -55,6 +78,8 @@ class Experiment:
     overrides: dict[str, Any] = field(default_factory=dict)
     targets: dict[str, float] = field(default_factory=dict)
     title: str = ""
+    evaluate: Evaluator | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
 
 
 def load_prompts(path: str | Path) -> list[dict[str, Any]]:
@@ -92,7 +117,144 @@ def length_experiment(profile: Profile, negate: bool = False) -> Experiment:
     )
 
 
-EXPERIMENTS: dict[str, Callable[..., Experiment]] = {"length": length_experiment}
+# experiment 2 in the cpu and smoke profiles: the course's own problems at the edge of the
+# 135M model's ability (see notebook 08's signal check); the gpu profile uses MBPP's train split
+MBPP_LOCAL_DIFFICULTIES = ("very easy", "easy")
+
+
+def completions_per_step(profile: Profile) -> int:
+    """The rollout size every k of the sweep shares: the profile's ``group_size x prompts``."""
+    return profile.group_size * profile.prompts_per_step
+
+
+def k_sweep_sizes(profile: Profile, k: int) -> dict[str, int]:
+    """``{"group_size": k, "prompts_per_step": n // k}`` for ``n = completions_per_step``.
+
+    Raises ``ValueError`` when k < 2 or k does not divide n (the sweep compares group sizes
+    at the same number of completions, hence the same compute, per step).
+    """
+    total = completions_per_step(profile)
+    if not isinstance(k, int) or k < 2:
+        raise ValueError(f"k (the group size) must be an int >= 2, got {k!r}")
+    if total % k:
+        raise ValueError(
+            f"k={k} does not divide the {total} completions per step of the {profile.name!r} "
+            f"profile ({profile.prompts_per_step} prompts x {profile.group_size}); use a divisor "
+            f"of {total} or change the profile's group_size/prompts_per_step")
+    return {"group_size": k, "prompts_per_step": total // k}
+
+
+def mbpp_rows(profile: Profile) -> list[dict[str, Any]]:
+    """Experiment 2's problems with a ``prompt`` column (``format_code_prompt``).
+
+    ``gpu``: MBPP's train split from the Hub (or a local copy). ``cpu``/``smoke``: the
+    course's own problems of ``MBPP_LOCAL_DIFFICULTIES``.
+    """
+    from grpo_core.mbpp import load_mbpp, read_problems
+
+    if profile.data_source == "hub":
+        problems = [dict(row) for row in load_mbpp("train", "full")]
+    else:
+        problems = [row for row in read_problems() if row["difficulty"] in MBPP_LOCAL_DIFFICULTIES]
+    return [code_row(row) for row in problems]
+
+
+def code_row(problem: dict[str, Any]) -> dict[str, Any]:
+    """A problem as a training row: the prompt and the columns the code rewards read."""
+    from grpo_core.mbpp import format_code_prompt
+
+    return {"prompt": format_code_prompt(problem["text"], problem["tests"]),
+            "task_id": problem["task_id"], "tests": list(problem["tests"]),
+            "setup_code": problem["setup_code"], "entry_point": problem["entry_point"]}
+
+
+def mbpp_experiment(profile: Profile, k: int | None = None, negate: bool = False) -> Experiment:
+    """Experiment 2: unit-test reward on coding problems, group size ``k``.
+
+    Loop settings: the lecture's loss (``grpo``), no KL, one update per rollout, the same
+    number of completions per step for every k (``k_sweep_sizes``).
+    """
+    from grpo_core.rewards import unit_test_reward
+
+    if negate:
+        raise ValueError("--negate is experiment 1's demonstration; mbpp does not take it")
+    sizes = k_sweep_sizes(profile, profile.group_size if k is None else k)
+    return Experiment(
+        name="mbpp",
+        prompts=mbpp_rows(profile),
+        reward_funcs=[unit_test_reward],
+        overrides={"loss_type": "grpo", "beta": 0.0, "num_iterations": 1,
+                   **sizes},
+        title=(f"experiment 2 ({profile.name}): unit-test reward, k = {sizes['group_size']} "
+               f"x {sizes['prompts_per_step']} prompts per step"),
+    )
+
+
+# experiment 3's held-out measure, per profile: problems, samples per problem, steps between
+HACKING_EVAL = {"smoke": (2, 2, 1), "cpu": (12, 2, 5), "gpu": (50, 4, 20)}
+
+
+def hacking_split(profile: Profile) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Experiment 3's (training rows, held-out rows).
+
+    ``cpu``/``smoke``: the course's problems of every difficulty, odd task ids for training,
+    even ones held out (the first ``HACKING_EVAL`` of them). ``gpu``: MBPP's train split for
+    training and its validation split held out.
+    """
+    from grpo_core.mbpp import load_mbpp, read_problems
+
+    count = HACKING_EVAL.get(profile.name, HACKING_EVAL["cpu"])[0]
+    if profile.data_source == "hub":
+        training = [dict(row) for row in load_mbpp("train", "full")]
+        held_out = [dict(row) for row in load_mbpp("validation", "full")]
+    else:
+        problems = read_problems()
+        training = [row for row in problems if row["task_id"] % 2 == 1]
+        held_out = [row for row in problems if row["task_id"] % 2 == 0]
+    return [code_row(row) for row in training], [code_row(row) for row in held_out[:count]]
+
+
+def hacking_experiment(profile: Profile, k: int | None = None, negate: bool = False) -> Experiment:
+    """Experiment 3: train on a proxy that checks the answer's shape, watch the true score.
+
+    Reward: ``defines_function_reward`` alone (weight 1). ``unit_test_reward`` rides along
+    with weight 0, so it is logged for every step's samples but never trains. Every few steps
+    a held-out evaluation samples the same problems with the same seed and reports both.
+    """
+    from grpo_core.evaluation import held_out_evaluator
+    from grpo_core.rewards import defines_function_reward, unit_test_reward
+
+    if negate:
+        raise ValueError("--negate is experiment 1's demonstration; hacking does not take it")
+    sizes = k_sweep_sizes(profile, profile.group_size if k is None else k)
+    new_tokens = profile.max_new_tokens
+    training, held_out = hacking_split(profile)
+    _, samples, every = HACKING_EVAL.get(profile.name, HACKING_EVAL["cpu"])
+    evaluate = held_out_evaluator(held_out, [unit_test_reward, defines_function_reward],
+                                  samples_per_prompt=samples, max_new_tokens=new_tokens,
+                                  temperature=profile.temperature, seed=profile.seed)
+    return Experiment(
+        name="hacking",
+        prompts=training,
+        reward_funcs=[defines_function_reward, unit_test_reward],
+        reward_weights=[1.0, 0.0],
+        overrides={"loss_type": "grpo", "beta": 0.0, "num_iterations": 1,
+                   "eval_every": every, **sizes},
+        title=(f"experiment 3 ({profile.name}): proxy = defines the function, "
+               "true = unit tests (weight 0, and held out)"),
+        evaluate=evaluate,
+        notes={"proxy_reward": "defines_function_reward", "true_reward": "unit_test_reward",
+               "true_metric": "eval/unit_test_reward",
+               "held_out_task_ids": [row["task_id"] for row in held_out],
+               "eval_samples_per_problem": samples},
+    )
+
+
+EXPERIMENTS: dict[str, Callable[..., Experiment]] = {
+    "length": length_experiment,
+    "mbpp": mbpp_experiment,
+    "hacking": hacking_experiment,
+}
 
 # command-line option -> TrainConfig field
 _OPTIONS: dict[str, tuple[str, type]] = {
@@ -109,6 +271,7 @@ _OPTIONS: dict[str, tuple[str, type]] = {
     "--max-grad-norm": ("max_grad_norm", float),
     "--micro-batch-size": ("micro_batch_size", int),
     "--save-every": ("save_every", int),
+    "--eval-every": ("eval_every", int),
     "--temperature": ("temperature", float),
 }
 
@@ -126,10 +289,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-checkpoint", action="store_true", help="never write a checkpoint")
     parser.add_argument("--plot-every", type=int, default=5, help="redraw curves.png every N steps")
     parser.add_argument("--negate", action="store_true", help="flip the reward's sign (demo)")
+    parser.add_argument("--k", type=int, default=None,
+                        help="mbpp, hacking: group size at the profile's completions per step")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch CPU threads (1 is steadier on a busy or shared machine)")
     return parser.parse_args(argv)
+
+
+def make_experiment(name: str, profile: Profile, args: argparse.Namespace) -> Experiment:
+    """The experiment ``name`` with the command line's experiment options."""
+    options: dict[str, Any] = {"negate": args.negate}
+    if args.k is not None:
+        if name == "length":
+            raise SystemExit("--k belongs to mbpp and hacking; length takes --group-size")
+        options["k"] = args.k
+    return EXPERIMENTS[name](profile, **options)
 
 
 def build_config(profile: Profile, experiment: Experiment, args: argparse.Namespace) -> TrainConfig:
@@ -154,7 +329,7 @@ def run_experiment(args: argparse.Namespace) -> RunResult:
 
         torch.set_num_threads(args.threads)
     profile = get_profile(args.profile)
-    experiment = EXPERIMENTS[args.experiment](profile, negate=args.negate)
+    experiment = make_experiment(args.experiment, profile, args)
     config = build_config(profile, experiment, args)
     out = Path(args.out or f"runs/{args.experiment}-{profile.name}")
     model, tokenizer = load_policy(profile)
@@ -163,12 +338,13 @@ def run_experiment(args: argparse.Namespace) -> RunResult:
     plot = LivePlot(every=args.plot_every, path=out / "curves.png", title=experiment.title,
                     targets=experiment.targets, show=False)
     extra = {"experiment": experiment.name, "profile": profile.name, "model_id": profile.model_id,
-             "negate": args.negate,
+             "negate": args.negate, **experiment.notes,
              "command": " ".join(["python -m grpo_core.train", *sys.argv[1:]])}
     try:
         result = train(model, tokenizer, experiment.prompts, experiment.reward_funcs, config, out,
                        reward_weights=experiment.reward_weights, callbacks=[plot],
-                       resume=args.resume, progress=not args.quiet, extra_config=extra)
+                       resume=args.resume, progress=not args.quiet, extra_config=extra,
+                       evaluate=experiment.evaluate)
     finally:
         records = _read(out / "metrics.jsonl")
         if records:

@@ -221,3 +221,106 @@ def test_negated_reward_flips_the_sign_and_the_name():
 def test_experiment_1_prompts_are_rows_with_a_prompt():
     rows = load_prompts(EXP1_PROMPTS)
     assert len(rows) >= 16 and all(isinstance(r["prompt"], str) and r["prompt"] for r in rows)
+
+
+# ----------------------------------------------------------------------------- experiment 2
+
+
+def test_cli_mbpp_k4_smoke_run_scores_code_in_the_sandbox(tmp_path):
+    out = tmp_path / "mbpp"
+    code = main(["mbpp", "--k", "4", "--profile", "smoke", "--out", str(out), "--steps", "2",
+                 "--no-checkpoint", "--quiet"])
+    assert code == 0
+    records = read_jsonl(out / "metrics.jsonl")
+    assert [r["step"] for r in records] == [1, 2]
+    for record in records:
+        assert 0.0 <= record["rewards/unit_test_reward/mean"] <= 1.0
+        assert record["frac_reward_zero_std"] in (0.0, 1.0)  # one prompt per step at k=4
+    config = json.loads((out / "config.json").read_text())
+    assert config["experiment"] == "mbpp" and config["reward_funcs"] == ["unit_test_reward"]
+    assert config["train"]["group_size"] == 4 and config["train"]["prompts_per_step"] == 1
+    assert (out / "curves.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize(("k", "prompts"), [(2, 8), (8, 2), (16, 1)])
+def test_k_sweep_keeps_completions_per_step(k, prompts):
+    from grpo_core.profiles import get_profile
+    from grpo_core.train import k_sweep_sizes
+
+    assert k_sweep_sizes(get_profile("cpu"), k) == {"group_size": k, "prompts_per_step": prompts}
+
+
+@pytest.mark.parametrize("k", [1, 3, 32])
+def test_k_that_cannot_keep_completions_per_step_is_refused(k):
+    from grpo_core.profiles import get_profile
+    from grpo_core.train import k_sweep_sizes
+
+    with pytest.raises(ValueError, match="k"):
+        k_sweep_sizes(get_profile("cpu"), k)
+
+
+def test_mbpp_rows_carry_prompt_and_tests():
+    from grpo_core.profiles import get_profile
+    from grpo_core.rewards import unit_test_reward
+    from grpo_core.train import MBPP_LOCAL_DIFFICULTIES, mbpp_rows
+
+    rows = mbpp_rows(get_profile("cpu"))
+    assert rows and all(row["tests"] and row["tests"][0] in row["prompt"] for row in rows)
+    from grpo_core.mbpp import read_problems
+
+    wanted = [p for p in read_problems() if p["difficulty"] in MBPP_LOCAL_DIFFICULTIES]
+    references = ["```python\n" + p["code"] + "```" for p in wanted]
+    assert unit_test_reward(references, tests=[r["tests"] for r in rows]) == [1.0] * len(rows)
+
+
+def test_evaluate_hook_joins_the_metrics_of_its_steps(policy, smoke_profile):
+    model, tokenizer = policy
+    calls = []
+
+    def evaluate(model, tokenizer, step):
+        calls.append((step, model.training, torch.is_grad_enabled()))
+        return {"eval/score": float(step)}
+
+    result = train(model, tokenizer, PROMPTS, length_reward,
+                   tiny(smoke_profile, max_steps=5, eval_every=2), evaluate=evaluate,
+                   progress=False)
+    assert [c[0] for c in calls] == [1, 2, 4, 5]
+    assert not any(training or grad for _, training, grad in calls)
+    assert [r.get("eval/score") for r in result.metrics] == [1.0, 2.0, None, 4.0, 5.0]
+
+
+def test_evaluate_must_return_finite_numbers(policy, smoke_profile):
+    model, tokenizer = policy
+    with pytest.raises(ValueError, match="finite"):
+        train(model, tokenizer, PROMPTS, length_reward, tiny(smoke_profile, eval_every=1),
+              evaluate=lambda *_: {"eval/x": float("nan")}, progress=False)
+
+
+# ----------------------------------------------------------------------------- experiment 3
+
+
+def test_cli_hacking_smoke_run_logs_proxy_true_score_and_held_out(tmp_path):
+    out = tmp_path / "hacking"
+    code = main(["hacking", "--profile", "smoke", "--out", str(out), "--steps", "2",
+                 "--no-checkpoint", "--quiet"])
+    assert code == 0
+    records = read_jsonl(out / "metrics.jsonl")
+    assert [r["step"] for r in records] == [1, 2]
+    for record in records:  # the reward is the proxy alone: the true score has weight 0
+        assert record["reward"] == pytest.approx(record["rewards/defines_function_reward/mean"])
+        assert 0.0 <= record["rewards/unit_test_reward/mean"] <= 1.0
+        assert 0.0 <= record["eval/unit_test_reward"] <= 1.0
+        assert 0.0 <= record["eval/defines_function_reward"] <= 1.0
+    config = json.loads((out / "config.json").read_text())
+    assert config["proxy_reward"] == "defines_function_reward"
+    assert config["true_metric"] == "eval/unit_test_reward"
+    assert config["reward_weights"] == [1.0, 0.0]
+
+
+def test_hacking_split_holds_out_problems_it_never_trains_on():
+    from grpo_core.profiles import get_profile
+    from grpo_core.train import hacking_split
+
+    training, held_out = hacking_split(get_profile("cpu"))
+    assert len(held_out) == 12 and training
+    assert not {r["task_id"] for r in training} & {r["task_id"] for r in held_out}
