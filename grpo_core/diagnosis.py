@@ -1,0 +1,816 @@
+"""Reading a run: flag the failure modes its per-step metrics show.
+
+The lecture's last slide: "Read the curves: reward, KL, and completion length reveal hacking,
+collapse, and length gaming". :func:`diagnose` reads a run's per-step metric dicts (TRL's
+names, COURSE.md section 3: our loop's ``metrics.jsonl`` or TRL's logs) and checks six
+symptoms, each from the metrics that reveal it:
+
+=================  ===============================================================
+symptom            what it looks like in the metrics
+=================  ===============================================================
+no signal          ``frac_reward_zero_std`` near 1: the groups' rewards are all equal
+truncation         ``completions/clipped_ratio`` high: completions hit ``max_new_tokens``
+length gaming      ``completions/mean_length`` rising with ``reward`` (no length reward)
+hacking            the proxy (``reward``) rising while the true score (``eval/...``) does not
+collapse           ``entropy`` and ``reward_std`` both falling toward 0
+KL blow-up         ``kl`` past a limit, or jumping far above its own recent level
+=================  ===============================================================
+
+Every check returns a :class:`Finding` with its evidence (which metric, which steps, what
+value) and the usual fix; a metric that was not logged gives ``"not measured"``, never an
+error. Trends are judged with the Spearman rank correlation between step and value (does it
+go up or down, whatever the scale) and the means of the first and last fifth of the run
+(thirds for a short series, such as a held-out score logged every few steps).
+
+:func:`plot_run` and :func:`compare_runs` draw runs with the live plot's code
+(``grpo_core.plots.plot_metrics``), the findings shaded in the panel that revealed them.
+Reads metrics and nothing else: no torch, no model, no training loop (notebooks 09 and 11).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+RUNS_DIR = Path(__file__).resolve().parent.parent / "data" / "runs"
+Records = Sequence[dict[str, Any]]  # one dict of metrics per step (TRL's names)
+
+FLAGGED, TRANSIENT, OK, NOT_MEASURED = "flagged", "transient", "ok", "not measured"
+STATUSES = (FLAGGED, TRANSIENT, OK, NOT_MEASURED)
+
+# symptom -> (metric that reveals it, what you see, the usual fix): notebook 11's table
+SYMPTOMS: dict[str, tuple[str, str, str]] = {
+    "no signal": (
+        "frac_reward_zero_std",
+        "near 1: every completion of a group gets the same reward, so every advantage is 0 "
+        "and grad_norm is 0 (beta = 0); loss 0 alone is normal on-policy",
+        "a larger group (k), an easier curriculum or a reward with partial credit, so groups "
+        "disagree",
+    ),
+    "truncation": (
+        "completions/clipped_ratio",
+        "high: completions stop at max_new_tokens and are scored cut off",
+        "longer completions (raise max_new_tokens), or ask for shorter answers",
+    ),
+    "length gaming": (
+        "completions/mean_length",
+        "length rises together with the reward although no reward asks for length",
+        "find what in the reward pays for length (per-line or per-test credit, an unbounded "
+        "format bonus); cap or normalize it; dr_grpo/dapo loss removes GRPO's length bias",
+    ),
+    "hacking": (
+        "reward vs eval/<true score>",
+        "the proxy reward climbs while the true score on held-out problems is flat or falls",
+        "fix the reward (check the task itself, not a surface feature); keep a held-out true "
+        "score in every run; stop at the best held-out step",
+    ),
+    "collapse": (
+        "entropy, reward_std",
+        "both fall toward 0: every group samples the same completion and stops learning",
+        "a higher temperature, a KL penalty (beta > 0) or a lower learning rate; stop earlier",
+    ),
+    "KL blow-up": (
+        "kl",
+        "kl grows past a limit or jumps far above its recent level: the policy left the "
+        "reference; a KL spike with a reward that climbs fast is often a hack",
+        "a larger beta, a lower learning rate or max_grad_norm; look at the completions of the "
+        "spike's steps",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The numbers each check compares with (defaults suit the course's runs).
+
+    Attributes:
+        zero_std_high: ``frac_reward_zero_std`` at or above this is "no signal" at that step.
+        clipped_high: ``completions/clipped_ratio`` at or above this is "truncated" at a step.
+        persistent_share: a level symptom is flagged when it shows at this share of the steps
+            or in the last fifth of the run; fewer steps earlier on make it "transient".
+        trend_rho: |Spearman(step, value)| at or above this counts as a trend.
+        min_trend_points: fewer values than this: no trend is judged ("not measured").
+        length_growth: last-fifth length / first-fifth length at or above this is "rising".
+        collapse_ratio: entropy and reward_std at or below this fraction of their first-fifth
+            level have "fallen toward 0".
+        true_flat: the largest rise of the true score still counted as flat, in its own units
+            (0.05 = five points of pass rate).
+        sparse_rise: a proxy with fewer than ``min_trend_points`` values (a held-out score
+            logged every few steps) rises when its change is larger than this.
+        kl_limit: ``kl`` at or above this is a blow-up.
+        kl_spike: ``kl`` this many times above the median of the earlier steps is a spike ...
+        kl_floor: ... when it is also at least this large.
+    """
+
+    zero_std_high: float = 0.9
+    clipped_high: float = 0.5
+    persistent_share: float = 0.3
+    trend_rho: float = 0.4
+    min_trend_points: int = 6
+    length_growth: float = 1.2
+    collapse_ratio: float = 0.35
+    true_flat: float = 0.05
+    sparse_rise: float = 0.05
+    kl_limit: float = 1.0
+    kl_spike: float = 10.0
+    kl_floor: float = 0.1
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One symptom's verdict on one run.
+
+    Attributes:
+        symptom: a key of ``SYMPTOMS``.
+        status: ``"flagged"``, ``"transient"`` (seen early, gone by the end), ``"ok"`` or
+            ``"not measured"`` (the metric was not logged, or too few steps).
+        metric: the metric(s) read.
+        steps: the steps where the symptom shows (empty when it does not).
+        value: the telling number (a peak, a last-fifth mean...), or None.
+        evidence: one sentence with the numbers.
+        fix: the usual fix (``SYMPTOMS``).
+    """
+
+    symptom: str
+    status: str
+    metric: str
+    steps: tuple[int, ...] = ()
+    value: float | None = None
+    evidence: str = ""
+    fix: str = ""
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+
+    @property
+    def flagged(self) -> bool:
+        return self.status == FLAGGED
+
+    def __str__(self) -> str:
+        line = f"[{self.status.upper()}] {self.symptom}: {self.evidence}"
+        return line + (f"\n    fix: {self.fix}" if self.status in (FLAGGED, TRANSIENT) else "")
+
+
+@dataclass
+class Diagnosis:
+    """The findings of :func:`diagnose`, one per symptom, in ``SYMPTOMS`` order.
+
+    ``diagnosis["hacking"]`` is one finding, ``diagnosis.flagged`` the flagged ones,
+    ``diagnosis.to_table()`` a pandas DataFrame for a notebook.
+    """
+
+    findings: list[Finding]
+    run: str = ""
+    steps: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[Finding]:
+        return iter(self.findings)
+
+    def __len__(self) -> int:
+        return len(self.findings)
+
+    def __getitem__(self, symptom: str | int) -> Finding:
+        if isinstance(symptom, int):
+            return self.findings[symptom]
+        for finding in self.findings:
+            if finding.symptom == symptom:
+                return finding
+        raise KeyError(f"no finding for {symptom!r}; symptoms: {list(SYMPTOMS)}")
+
+    @property
+    def flagged(self) -> list[Finding]:
+        return [finding for finding in self.findings if finding.flagged]
+
+    @property
+    def symptoms(self) -> list[str]:
+        """The flagged symptoms' names."""
+        return [finding.symptom for finding in self.flagged]
+
+    def to_rows(self) -> list[dict[str, Any]]:
+        """One dict per finding (``steps`` as text, e.g. ``"1-4, 9"``)."""
+        return [{"run": self.run, "symptom": f.symptom, "status": f.status, "metric": f.metric,
+                 "steps": format_steps(f.steps), "value": f.value, "evidence": f.evidence,
+                 "fix": f.fix if f.status in (FLAGGED, TRANSIENT) else ""}
+                for f in self.findings]
+
+    def to_table(self):
+        """The findings as a ``pandas.DataFrame``, one row per symptom."""
+        import pandas as pd
+
+        return pd.DataFrame(self.to_rows())
+
+    def __str__(self) -> str:
+        flagged = ", ".join(self.symptoms) or "nothing"
+        head = f"{self.run or 'run'}: {_count(self.steps)}, flagged: {flagged}"
+        return "\n".join([head, *self.notes, *(str(finding) for finding in self.findings)])
+
+    def __repr__(self) -> str:
+        return f"Diagnosis(run={self.run!r}, steps={self.steps}, flagged={self.symptoms})"
+
+
+@dataclass
+class RecordedRun:
+    """A run folder written by ``python -m grpo_core.train``: its records and its config."""
+
+    name: str
+    records: list[dict[str, Any]]
+    config: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+
+
+def load_run(path: str | Path) -> RecordedRun:
+    """Read ``<path>/metrics.jsonl`` and ``<path>/config.json`` (or a ``metrics.jsonl`` path)."""
+    path = Path(path)
+    folder = path.parent if path.is_file() else path
+    metrics = path if path.is_file() else path / "metrics.jsonl"
+    if not metrics.exists():
+        raise FileNotFoundError(f"no metrics.jsonl at {metrics}")
+    records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    config_file = folder / "config.json"
+    config = json.loads(config_file.read_text()) if config_file.exists() else {}
+    return RecordedRun(folder.name, records, config, folder)
+
+
+def list_runs(root: str | Path = RUNS_DIR) -> list[Path]:
+    """The run folders under ``root`` (``data/runs`` by default) with a non-empty metrics.jsonl."""
+    root = Path(root)
+    found = root.glob("*/metrics.jsonl") if root.exists() else []
+    return sorted((p.parent for p in found if p.stat().st_size > 0), key=_natural)
+
+
+def _natural(path: Path) -> list[Any]:
+    """Sort key: ``exp2-mbpp-k2`` before ``exp2-mbpp-k16`` (numbers compared as numbers)."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.name)]
+
+
+# --- small statistics on series ------------------------------------------------------------
+
+def series(records: Sequence[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
+    """``(steps, values)`` of ``key`` over the records that have a finite number for it.
+
+    Sparse metrics (``eval/...``, logged every few steps) give only the steps that have them.
+    """
+    steps, values = [], []
+    for index, record in enumerate(records, start=1):
+        value = record.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            steps.append(int(record.get("step", index)))
+            values.append(float(value))
+    return steps, values
+
+
+def _ranks(values: Sequence[float]) -> list[float]:
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):  # ties share their average rank
+            ranks[order[k]] = (i + j) / 2
+        i = j + 1
+    return ranks
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman's rank correlation in [-1, 1]; 0 when either side is constant or too short."""
+    if len(x) != len(y):
+        raise ValueError(f"x and y differ in length: {len(x)} vs {len(y)}")
+    if len(x) < 2:
+        return 0.0
+    rx, ry = _ranks(x), _ranks(y)
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
+    vx = sum((a - mx) ** 2 for a in rx)
+    vy = sum((b - my) ** 2 for b in ry)
+    return 0.0 if vx == 0 or vy == 0 else cov / math.sqrt(vx * vy)
+
+
+@dataclass(frozen=True)
+class Trend:
+    """How a series moved: means of its first and last part (:func:`trend`), and
+    Spearman(step, value)."""
+
+    first: float
+    last: float
+    rho: float
+    n: int
+    first_steps: tuple[int, int]
+    last_steps: tuple[int, int]
+
+    @property
+    def change(self) -> float:
+        return self.last - self.first
+
+    def describe(self, key: str, digits: int = 3) -> str:
+        return (f"{key} {_fmt(self.first, digits)} ({_span(self.first_steps)}) -> "
+                f"{_fmt(self.last, digits)} ({_span(self.last_steps)}), "
+                f"Spearman(step, value) {self.rho:+.2f}")
+
+
+def trend(steps: Sequence[int], values: Sequence[float]) -> Trend:
+    """Means of the first and last fifth of the values and Spearman(step, value).
+
+    A short series (fewer than 10 values: a sparse held-out score) uses thirds instead
+    (rounded), so each end averages two values as soon as there are five.
+    """
+    if not values:
+        raise ValueError("trend of an empty series")
+    n = len(values)
+    window = max(1, n // 5 if n >= 10 else round(n / 3))
+    return Trend(first=sum(values[:window]) / window, last=sum(values[-window:]) / window,
+                 rho=spearman(list(steps), list(values)), n=len(values),
+                 first_steps=(steps[0], steps[window - 1]),
+                 last_steps=(steps[-window], steps[-1]))
+
+
+def _count(n: int, noun: str = "step") -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def format_steps(steps: Sequence[int]) -> str:
+    """``[1, 2, 3, 7, 9, 10]`` -> ``"1-3, 7, 9-10"``."""
+    parts: list[str] = []
+    ordered = sorted(set(steps))
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ", ".join(parts)
+
+
+def _span(pair: tuple[int, int]) -> str:
+    return f"step {pair[0]}" if pair[0] == pair[1] else f"steps {pair[0]}-{pair[1]}"
+
+
+def _fmt(value: float, digits: int = 3) -> str:
+    return f"{value:.{digits}g}"
+
+
+def _finding(symptom: str, status: str, evidence: str, *, metric: str | None = None,
+             steps: Sequence[int] = (), value: float | None = None) -> Finding:
+    default_metric, _, fix = SYMPTOMS[symptom]
+    return Finding(symptom, status, metric or default_metric, tuple(steps), value, evidence, fix)
+
+
+# --- the six checks ------------------------------------------------------------------------
+
+def _level_check(records: Records, symptom: str, key: str, high: float, t: Thresholds,
+                 explain: str) -> Finding:
+    """A symptom that shows as a metric at or above ``high``: where, how often, still at the end?"""
+    steps, values = series(records, key)
+    if not values:
+        return _finding(symptom, NOT_MEASURED, f"{key} was not logged")
+    hits = [s for s, v in zip(steps, values, strict=True) if v >= high]
+    peak = max(values)
+    peak_step = steps[values.index(peak)]
+    tail = trend(steps, values)
+    if not hits:
+        return _finding(symptom, OK, f"{key} stayed below {high:g} at all "
+                        f"{_count(len(values))} (max {_fmt(peak)} at step {peak_step})",
+                        value=peak)
+    share = len(hits) / len(values)
+    where = (f"{key} >= {high:g} at {len(hits)} of {_count(len(values))} ({format_steps(hits)}), "
+             f"peak {_fmt(peak)} at step {peak_step}; mean over the last fifth "
+             f"({_span(tail.last_steps)}) {_fmt(tail.last)}")
+    if share >= t.persistent_share or tail.last >= high:
+        return _finding(symptom, FLAGGED, f"{where}: {explain}", steps=hits, value=peak)
+    return _finding(symptom, TRANSIENT, f"{where}: early only, gone by the end", steps=hits,
+                    value=peak)
+
+
+def check_no_signal(records: Records, t: Thresholds) -> Finding:
+    """``frac_reward_zero_std`` >= ``t.zero_std_high`` at many steps or at the end."""
+    finding = _level_check(records, "no signal", "frac_reward_zero_std", t.zero_std_high, t,
+                           "most groups gave every completion the same reward (advantage 0)")
+    if finding.steps:
+        grads = [r.get("grad_norm") for r in records if r.get("step") in set(finding.steps)]
+        grads = [g for g in grads if isinstance(g, (int, float))]
+        if grads:
+            finding = _replace(finding, evidence=finding.evidence + f"; grad_norm at those steps "
+                               f"{_fmt(sum(grads) / len(grads))} on average")
+    return finding
+
+
+def check_truncation(records: Records, t: Thresholds,
+                     max_new_tokens: int | None = None) -> Finding:
+    """``completions/clipped_ratio`` >= ``t.clipped_high`` at many steps or at the end."""
+    budget = f" ({max_new_tokens} new tokens)" if max_new_tokens else ""
+    return _level_check(records, "truncation", "completions/clipped_ratio", t.clipped_high, t,
+                        f"completions run into max_new_tokens{budget} and are scored cut off")
+
+
+def _is_length_reward(name: str) -> bool:
+    return "length" in name.lower()
+
+
+def check_length_gaming(records: Records, t: Thresholds, trained: Sequence[str] = ()) -> Finding:
+    """Length rises (rho >= ``t.trend_rho``, x ``t.length_growth``) with a rising reward that
+    it is rank-correlated with, and no trained reward is a length reward."""
+    key = "completions/mean_length"
+    steps, lengths = series(records, key)
+    if not lengths:
+        key = "completions/mean_chars"
+        steps, lengths = series(records, key)
+    r_steps, rewards = series(records, "reward")
+    if not lengths or not rewards:
+        return _finding("length gaming", NOT_MEASURED, "needs reward and completion length")
+    if len(lengths) < t.min_trend_points:
+        return _finding("length gaming", NOT_MEASURED, f"{_count(len(lengths))}: too few to "
+                        f"see a trend (needs {t.min_trend_points})", metric=key)
+    length, reward = trend(steps, lengths), trend(r_steps, rewards)
+    common = sorted(set(steps) & set(r_steps))
+    by_step_l, by_step_r = dict(zip(steps, lengths, strict=True)), dict(zip(r_steps, rewards,
+                                                                            strict=True))
+    coupling = spearman([by_step_l[s] for s in common], [by_step_r[s] for s in common])
+    growth = length.last / length.first if length.first > 0 else math.inf
+    said = (f"{length.describe(key)} (x{growth:.2f}); {reward.describe('reward')}; "
+            f"Spearman(length, reward) {coupling:+.2f}")
+    rising = length.rho >= t.trend_rho and growth >= t.length_growth
+    with_reward = reward.rho >= t.trend_rho and reward.change > 0 and coupling >= t.trend_rho
+    length_rewards = [name for name in trained if _is_length_reward(name)]
+    if rising and with_reward and length_rewards:
+        names = ", ".join(length_rewards)
+        return _finding("length gaming", OK, f"{said}: but the reward ({names}) pays for "
+                        "length itself, so that is the task, not gaming", metric=key,
+                        value=growth)
+    if rising and with_reward:
+        rising_steps = [s for s in steps if s >= length.first_steps[1]]
+        return _finding("length gaming", FLAGGED,
+                        f"{said}: completions grow as the reward rises", metric=key,
+                        steps=rising_steps, value=growth)
+    return _finding("length gaming", OK, f"{said}: length does not rise with the reward",
+                    metric=key, value=growth)
+
+
+def _names_in(records: Records) -> set[str]:
+    return {key for record in records for key in record}
+
+
+def logged_rewards(records: Records) -> list[str]:
+    """The reward functions with a ``rewards/<fn>/mean`` metric, in name order."""
+    return sorted({k.split("/")[1] for k in _names_in(records)
+                   if k.startswith("rewards/") and k.endswith("/mean") and k.count("/") == 2})
+
+
+def trained_rewards(records: Records, config: dict[str, Any] | None = None) -> list[str]:
+    """The reward functions the run trained on: those with a weight other than 0.
+
+    From ``config.json`` (``reward_funcs`` and ``reward_weights``) when given. Otherwise from
+    the metrics: when one function's ``rewards/<fn>/mean`` equals ``reward`` at every step,
+    the others rode along with weight 0 (logged, never trained on); else all of them count.
+    """
+    config = config or {}
+    names = list(config.get("reward_funcs", []))
+    if names:
+        weights = config.get("reward_weights") or [1.0] * len(names)
+        return [n for n, w in zip(names, weights, strict=True) if w != 0]
+    logged = logged_rewards(records)
+    _, total = series(records, "reward")
+    for name in logged:
+        _, values = series(records, f"rewards/{name}/mean")
+        if len(logged) > 1 and total and len(values) == len(total) and all(
+                abs(a - b) <= 1e-6 * max(1.0, abs(a)) for a, b in zip(values, total, strict=True)):
+            return [name]
+    return logged
+
+
+def find_true_score(records: Records, trained: Sequence[str] | None = None) -> str | None:
+    """The held-out true score: an ``eval/<fn>`` whose ``fn`` the run did not train on.
+
+    ``trained`` defaults to :func:`trained_rewards` of the records. Prefers
+    ``eval/unit_test_reward``; None when there is no candidate; raises ``ValueError`` when
+    several candidates leave the choice open.
+    """
+    trained = set(trained_rewards(records) if trained is None else trained)
+    candidates = sorted(k for k in _names_in(records)
+                        if k.startswith("eval/") and k[5:] not in trained)
+    if not candidates:
+        return None
+    if "eval/unit_test_reward" in candidates or len(candidates) == 1:
+        return "eval/unit_test_reward" if "eval/unit_test_reward" in candidates else candidates[0]
+    raise ValueError(f"several held-out scores {candidates}: pass true_score=")
+
+
+def _rises(x: Trend, t: Thresholds) -> bool:
+    """A dense series rises with rho >= ``t.trend_rho``; a sparse one by more than
+    ``t.sparse_rise`` (too few points for a rank correlation)."""
+    if x.n >= t.min_trend_points:
+        return x.change > 0 and x.rho >= t.trend_rho
+    return x.change > t.sparse_rise
+
+
+def check_hacking(records: Records, t: Thresholds, proxy: str | None = None,
+                  true_score: str | None = None, trained: Sequence[str] | None = None) -> Finding:
+    """The proxy rises while the true score changes by at most ``t.true_flat``.
+
+    The proxy is ``proxy`` when given; otherwise ``reward`` (the training reward, dense but
+    noisy: every step samples other prompts) or, when logged, the trained reward scored on the
+    held-out problems (``eval/<fn>``: sparse, but the same problems and seed every time).
+    Either one rising counts.
+    """
+    trained = trained_rewards(records) if trained is None else trained
+    proxies = [proxy] if proxy else ["reward", *(f"eval/{n}" for n in sorted(set(trained)))]
+    try:
+        true_score = true_score or find_true_score(records, trained)
+    except ValueError as error:  # several eval/... candidates
+        return _finding("hacking", NOT_MEASURED, str(error), metric=f"{proxies[0]} vs ?")
+    proxies = [p for p in proxies if p != true_score]
+    metric = f"{proxies[0]} vs {true_score or 'a true score'}"
+    if true_score is None:
+        return _finding("hacking", NOT_MEASURED, "no held-out true score was logged (an eval/... "
+                        "metric of a function the run did not train on): pass true_score=, or "
+                        "train with evaluate=", metric=metric)
+    t_steps, t_values = series(records, true_score)
+    moved = {}
+    for name in proxies:
+        p_steps, p_values = series(records, name)
+        if len(p_values) >= 2:
+            moved[name] = trend(p_steps, p_values)
+    if len(t_values) < 2 or not moved:
+        return _finding("hacking", NOT_MEASURED, f"{len(t_values)} value(s) of {true_score}, "
+                        f"and of {' or '.join(proxies)}: needs two of each", metric=metric)
+    q = trend(t_steps, t_values)
+    rising = [name for name, p in moved.items() if _rises(p, t)]
+    shown = rising[0] if rising else next(iter(moved))
+    p = moved[shown]
+    others = "; ".join(f"{x.describe(n)}" for n, x in moved.items() if n != shown)
+    said = (f"{p.describe(shown)}; {q.describe(true_score)}, change {q.change:+.3g}"
+            + (f"; {others}" if others else ""))
+    context = _context(records, true_score, trained, skip=set(moved))
+    if context:
+        said += f"; {context}"
+    metric = f"{shown} vs {true_score}"
+    if rising and q.change <= t.true_flat:
+        how = "falls" if q.change < -t.true_flat else "stays flat"
+        return _finding("hacking", FLAGGED, f"{said}: the proxy climbs while the true score {how}",
+                        metric=metric, steps=tuple(t_steps), value=p.change - q.change)
+    if not rising:
+        return _finding("hacking", OK, f"{said}: the proxy does not climb", metric=metric)
+    return _finding("hacking", OK, f"{said}: the true score rises with the proxy", metric=metric,
+                    value=p.change - q.change)
+
+
+def _context(records: Records, true_score: str, trained: Sequence[str],
+             skip: set[str] = frozenset()) -> str:
+    """What else was logged: the proxy on the held-out problems (``eval/<trained fn>``) and
+    the true score on the training samples (``rewards/<fn>/mean`` of a weight-0 reward)."""
+    said = []
+    for name in sorted(set(trained)):
+        steps, values = series(records, f"eval/{name}")
+        if f"eval/{name}" not in skip | {true_score} and len(values) >= 2:
+            said.append("held out, " + trend(steps, values).describe(f"eval/{name}"))
+            break
+    if true_score.startswith("eval/") and true_score[5:] not in trained:
+        steps, values = series(records, f"rewards/{true_score[5:]}/mean")
+        if len(values) >= 2:
+            said.append("on the training samples, "
+                        + trend(steps, values).describe(f"rewards/{true_score[5:]}/mean"))
+    return "; ".join(said)
+
+
+def check_collapse(records: Records, t: Thresholds) -> Finding:
+    """Entropy and ``reward_std`` both fall (rho <= -``t.trend_rho``) to at most
+    ``t.collapse_ratio`` of their first-fifth level."""
+    e_steps, entropy = series(records, "entropy")
+    s_steps, spread = series(records, "reward_std")
+    if not entropy or not spread:
+        missing = " and ".join(k for k, v in (("entropy", entropy), ("reward_std", spread))
+                               if not v)
+        return _finding("collapse", NOT_MEASURED, f"{missing} not logged")
+    if len(entropy) < t.min_trend_points:
+        return _finding("collapse", NOT_MEASURED, f"{_count(len(entropy))}: too few to see a "
+                        f"trend (needs {t.min_trend_points})")
+    e, s = trend(e_steps, entropy), trend(s_steps, spread)
+
+    def fell(x: Trend) -> bool:
+        return x.rho <= -t.trend_rho and x.first > 0 and x.last <= t.collapse_ratio * x.first
+
+    said = f"{e.describe('entropy')}; {s.describe('reward_std')}"
+    if fell(e) and fell(s):
+        steps = [st for st in e_steps if st >= e.last_steps[0]]
+        return _finding("collapse", FLAGGED, f"{said}: both fell below {t.collapse_ratio:g} x "
+                        "their start, the groups stop disagreeing", steps=steps, value=e.last)
+    why = "only one of the two fell" if fell(e) or fell(s) else "neither fell toward 0"
+    return _finding("collapse", OK, f"{said}: {why}", value=e.last)
+
+
+def check_kl(records: Records, t: Thresholds) -> Finding:
+    """``kl`` >= ``t.kl_limit``, or >= ``t.kl_floor`` and ``t.kl_spike`` x the median of up
+    to ten earlier steps."""
+    steps, values = series(records, "kl")
+    if not values:
+        return _finding("KL blow-up", NOT_MEASURED, "kl was not logged (beta = 0 loads no "
+                        "reference model, so there is no KL to read)")
+    hits, reasons = [], []
+    for i, (step, value) in enumerate(zip(steps, values, strict=True)):
+        earlier = sorted(values[max(0, i - 10):i])
+        median = earlier[len(earlier) // 2] if len(earlier) >= 3 else None
+        if value >= t.kl_limit:
+            hits.append(step)
+            reasons.append(f"step {step}: {_fmt(value)} >= {t.kl_limit:g}")
+        elif median is not None and value >= max(t.kl_floor, t.kl_spike * max(median, 1e-12)):
+            hits.append(step)
+            reasons.append(f"step {step}: {_fmt(value)}, {value / max(median, 1e-12):.0f}x "
+                           f"the median {_fmt(median)} of the steps before")
+    peak = max(values)
+    if not hits:
+        return _finding("KL blow-up", OK, f"kl peaked at {_fmt(peak)} (step "
+                        f"{steps[values.index(peak)]}), no spike", value=peak)
+    shown = "; ".join(reasons[:3]) + ("; ..." if len(reasons) > 3 else "")
+    rising = _rising_rewards(records, hits)
+    return _finding("KL blow-up", FLAGGED, f"{shown}{rising}", steps=hits, value=peak)
+
+
+def _rising_rewards(records: Records, hits: Sequence[int]) -> str:
+    """Reward components that climbed up to the KL spike (the lecture's hacking tell)."""
+    keys = sorted(k for k in _names_in(records) if k.startswith("rewards/") and k.endswith("/mean"))
+    risers = []
+    for key in keys:
+        steps, values = series(records, key)
+        before = [v for s, v in zip(steps, values, strict=True) if s <= hits[0]]
+        if len(before) >= 3 and spearman(range(len(before)), before) >= 0.4:
+            risers.append(key)
+    return f"; rising up to it: {', '.join(risers)} (a hack?)" if risers else ""
+
+
+def _replace(finding: Finding, **changes: Any) -> Finding:
+    from dataclasses import replace
+
+    return replace(finding, **changes)
+
+
+def diagnose(
+    metrics: Sequence[dict[str, Any]] | RecordedRun | str | Path,
+    *,
+    proxy: str | None = None,
+    true_score: str | None = None,
+    reward_funcs: Sequence[str] | None = None,
+    max_new_tokens: int | None = None,
+    thresholds: Thresholds | None = None,
+    name: str = "",
+) -> Diagnosis:
+    """Check a run's per-step metrics for the six symptoms of ``SYMPTOMS``.
+
+    Args:
+        metrics: per-step dicts with TRL's names (``step``, ``reward``, ...), a
+            :class:`RecordedRun`, or a run folder / ``metrics.jsonl`` path (its
+            ``config.json`` then gives ``reward_funcs`` and ``max_new_tokens``).
+        proxy: the reward that was optimized (default ``"reward"``, the training reward).
+        true_score: the held-out measure of the task, e.g. ``"eval/unit_test_reward"``; by
+            default found among the ``eval/...`` metrics (:func:`find_true_score`). These may
+            be sparse: only the steps that have them are read.
+        reward_funcs: names of the reward functions the run trained on (weight not 0): a
+            length reward makes rising length the task, not gaming, and an ``eval/<fn>`` of
+            one is not a true score. Default: :func:`trained_rewards` (config or metrics).
+        max_new_tokens: the completion budget, quoted in the truncation evidence.
+        thresholds: the numbers the checks compare with (:class:`Thresholds`).
+        name: the run's name in the printout.
+
+    Returns:
+        a :class:`Diagnosis`: one :class:`Finding` per symptom; ``.flagged`` lists the flagged.
+    """
+    if isinstance(metrics, (str, Path)):
+        metrics = load_run(metrics)
+    config: dict[str, Any] = {}
+    if isinstance(metrics, RecordedRun):
+        config, name, metrics = metrics.config, name or metrics.name, metrics.records
+    records = list(metrics)
+    if not all(isinstance(r, dict) for r in records):
+        raise TypeError("metrics must be a sequence of dicts (one per step)")
+    t = thresholds or Thresholds()
+    trained = list(reward_funcs) if reward_funcs is not None else trained_rewards(records, config)
+    if max_new_tokens is None:
+        max_new_tokens = config.get("train", {}).get("max_new_tokens")
+    notes = [] if records else ["no records: nothing to read"]
+    findings = [
+        check_no_signal(records, t),
+        check_truncation(records, t, max_new_tokens),
+        check_length_gaming(records, t, trained),
+        check_hacking(records, t, proxy, true_score, trained),
+        check_collapse(records, t),
+        check_kl(records, t),
+    ]
+    return Diagnosis(findings, name, len(records), notes)
+
+
+def symptom_table():
+    """Notebook 11's reference table, symptom -> metric -> what you see -> fix (a DataFrame)."""
+    import pandas as pd
+
+    return pd.DataFrame([{"symptom": s, "metric": m, "what you see": see, "fix": fix}
+                         for s, (m, see, fix) in SYMPTOMS.items()])
+
+
+# --- curves with the findings marked (the live plot's code, grpo_core.plots) ----------------
+
+# the live plot's panels plus the two that reading a run needs: truncation and grad_norm
+READING_PANELS: list[tuple[str, list[str], str | None]] = [
+    ("reward", ["reward"], None),
+    ("completion length", ["completions/mean_length"], "completions/mean_chars"),
+    ("truncated (clipped_ratio)", ["completions/clipped_ratio"], None),
+    ("frac_reward_zero_std", ["frac_reward_zero_std"], None),
+    ("grad_norm", ["grad_norm"], None),
+    ("entropy", ["entropy"], None),
+    ("KL to the reference", ["kl"], None),
+    ("clip ratio", ["clip_ratio/region_mean"], None),
+]
+HELD_OUT_PANEL = "held-out evaluation"
+# symptom -> the panel where its steps are shaded
+SYMPTOM_PANELS = {
+    "no signal": "frac_reward_zero_std",
+    "truncation": "truncated (clipped_ratio)",
+    "length gaming": "completion length",
+    "hacking": HELD_OUT_PANEL,
+    "collapse": "entropy",
+    "KL blow-up": "KL to the reference",
+}
+
+
+def panels_for(records: Sequence[dict[str, Any]]) -> list[tuple[str, list[str], str | None]]:
+    """``READING_PANELS``, plus a panel of the ``eval/...`` metrics when the run has any."""
+    evals = sorted(k for k in _names_in(records) if k.startswith("eval/"))
+    return [*READING_PANELS, *([(HELD_OUT_PANEL, evals, None)] if evals else [])]
+
+
+def plot_run(
+    metrics: Sequence[dict[str, Any]] | RecordedRun | str | Path,
+    diagnosis: Diagnosis | None = None,
+    *,
+    title: str | None = None,
+    targets: dict[str, float] | None = None,
+):
+    """The run's curves (``grpo_core.plots.plot_metrics``, the live plot's code) with the
+    steps of each flagged (red) or transient (orange) finding shaded in its panel.
+
+    Returns a ``matplotlib.figure.Figure``.
+    """
+    from grpo_core.plots import plot_metrics
+
+    if isinstance(metrics, (str, Path)):
+        metrics = load_run(metrics)
+    if isinstance(metrics, RecordedRun):
+        title = title or metrics.name
+        metrics = metrics.records
+    records = list(metrics)
+    fig = plot_metrics(records, title=title, targets=targets, panels=panels_for(records))
+    if diagnosis is not None:
+        axes = {ax.get_title(): ax for ax in fig.axes if ax.get_title()}
+        for finding in diagnosis:
+            ax = axes.get(SYMPTOM_PANELS.get(finding.symptom, ""))
+            if ax is None or not finding.steps or finding.status not in (FLAGGED, TRANSIENT):
+                continue
+            color = "tab:red" if finding.flagged else "tab:orange"
+            for start, end in _runs_of(finding.steps):
+                ax.axvspan(start - 0.5, end + 0.5, color=color, alpha=0.15, linewidth=0)
+            ax.set_title(f"{ax.get_title()}\n{finding.symptom}: {finding.status}", fontsize=9,
+                         color=color)
+    return fig
+
+
+def _runs_of(steps: Sequence[int]) -> list[tuple[int, int]]:
+    spans = []
+    for part in format_steps(steps).split(", "):
+        first, _, last = part.partition("-")
+        spans.append((int(first), int(last or first)))
+    return spans
+
+
+COMPARE_KEYS = ("frac_reward_zero_std", "completions/clipped_ratio", "entropy",
+                "completions/mean_length", "grad_norm", "kl")
+
+
+def compare_runs(runs: Sequence[RecordedRun], keys: Sequence[str] = COMPARE_KEYS):
+    """One panel per metric with every run's curve in it, drawn by ``plot_metrics``.
+
+    Rewards are left out on purpose: each experiment has its own scale. The records are
+    merged step by step as ``{"step": s, "<run name>:<metric>": value}`` so the live plot's
+    code draws them; a legend names the runs.
+    """
+    from grpo_core.plots import plot_metrics
+
+    merged: dict[int, dict[str, Any]] = {}
+    for run in runs:
+        for key in keys:
+            for step, value in zip(*series(run.records, key), strict=True):
+                merged.setdefault(step, {"step": step})[f"{run.name}:{key}"] = value
+    records = [merged[step] for step in sorted(merged)]
+    panels = [(key, [f"{run.name}:{key}" for run in runs], None) for key in keys]
+    fig = plot_metrics(records, panels=panels, title="recorded runs side by side")
+    for ax in fig.axes:
+        if ax.lines:
+            for line in ax.lines:
+                line.set_label(line.get_label().rsplit(":", 1)[0])
+            ax.legend(fontsize=7)
+    return fig

@@ -1,0 +1,353 @@
+"""diagnose: each symptom on hand-made curves, missing metrics, and the recorded runs."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from grpo_core.diagnosis import (
+    RUNS_DIR,
+    SYMPTOMS,
+    Diagnosis,
+    Finding,
+    RecordedRun,
+    Thresholds,
+    compare_runs,
+    diagnose,
+    find_true_score,
+    format_steps,
+    list_runs,
+    load_run,
+    plot_run,
+    spearman,
+    trained_rewards,
+    trend,
+)
+
+STEPS = 30
+
+
+def healthy(n: int = STEPS, seed: int = 0) -> list[dict]:
+    """A run that learns: reward up, length steady, groups mixed, entropy steady, small KL."""
+    rng = random.Random(seed)
+    rows = []
+    for step in range(1, n + 1):
+        rows.append({
+            "step": step,
+            "reward": 0.2 + 0.5 * step / n + rng.uniform(-0.05, 0.05),
+            "reward_std": 0.3 + rng.uniform(-0.03, 0.03),
+            "frac_reward_zero_std": rng.choice([0.0, 0.25]),
+            "completions/mean_length": 40 + rng.uniform(-3, 3),
+            "completions/mean_chars": 150 + rng.uniform(-10, 10),
+            "completions/clipped_ratio": rng.choice([0.0, 0.0625]),
+            "entropy": 1.5 + rng.uniform(-0.1, 0.1),
+            "kl": 0.002 * step + rng.uniform(0, 0.002),
+            "grad_norm": 1.0 + rng.uniform(0, 0.5),
+            "loss": 0.0,
+        })
+    return rows
+
+
+def with_values(rows: list[dict], key: str, values) -> list[dict]:
+    return [{**row, key: value} for row, value in zip(rows, values, strict=True)]
+
+
+def status(diagnosis: Diagnosis, symptom: str) -> str:
+    return diagnosis[symptom].status
+
+
+def test_a_healthy_run_flags_nothing():
+    diagnosis = diagnose(healthy())
+    assert diagnosis.flagged == [], str(diagnosis)
+    assert [f.symptom for f in diagnosis] == list(SYMPTOMS)
+    assert status(diagnosis, "hacking") == "not measured"  # no held-out score logged
+
+
+def test_no_signal_when_most_groups_are_all_equal():
+    rows = with_values(healthy(), "frac_reward_zero_std", [1.0] * 20 + [0.5] * 10)
+    finding = diagnose(rows)["no signal"]
+    assert finding.flagged and finding.steps == tuple(range(1, 21)) and finding.value == 1.0
+    assert "frac_reward_zero_std" in finding.evidence and "1-20" in finding.evidence
+    assert "k" in finding.fix
+
+
+def test_no_signal_early_only_is_transient():
+    rows = with_values(healthy(), "frac_reward_zero_std", [1.0] * 3 + [0.25] * 27)
+    assert status(diagnose(rows), "no signal") == "transient"
+
+
+def test_truncation_when_completions_keep_hitting_the_budget():
+    rows = with_values(healthy(), "completions/clipped_ratio", [0.2] * 20 + [0.9] * 10)
+    finding = diagnose(rows, max_new_tokens=64)["truncation"]
+    assert finding.flagged and finding.steps == tuple(range(21, 31))
+    assert "64 new tokens" in finding.evidence and "max_new_tokens" in finding.fix
+
+
+def test_truncation_that_goes_away_is_transient():
+    rows = with_values(healthy(), "completions/clipped_ratio", [0.9, 0.8, 0.6] + [0.0] * 27)
+    finding = diagnose(rows)["truncation"]
+    assert finding.status == "transient" and finding.steps == (1, 2, 3)
+
+
+def test_length_gaming_when_length_rises_with_the_reward():
+    rows = with_values(healthy(), "completions/mean_length", [30 + 2 * s for s in range(STEPS)])
+    finding = diagnose(rows)["length gaming"]
+    assert finding.flagged, finding.evidence
+    assert finding.value == pytest.approx(83 / 35)  # mean of the last 6 lengths / first 6
+
+
+def test_length_is_not_gaming_when_the_reward_pays_for_it():
+    rows = with_values(healthy(), "completions/mean_length", [30 + 2 * s for s in range(STEPS)])
+    finding = diagnose(rows, reward_funcs=["negated_length_reward"])["length gaming"]
+    assert finding.status == "ok" and "pays for length" in finding.evidence
+
+
+def test_length_falling_as_the_reward_rises_is_not_gaming():
+    rows = with_values(healthy(), "completions/mean_length", [60 - 2 * s for s in range(STEPS)])
+    assert status(diagnose(rows), "length gaming") == "ok"
+
+
+def test_length_rising_while_the_reward_falls_is_not_gaming():
+    rows = with_values(healthy(), "completions/mean_length", [30 + 2 * s for s in range(STEPS)])
+    rows = with_values(rows, "reward", [1 - s / STEPS for s in range(STEPS)])
+    assert status(diagnose(rows), "length gaming") == "ok"
+
+
+def hacked(true_values, every: int = 5, proxy_name: str = "proxy_reward") -> list[dict]:
+    """Training reward = a proxy that climbs; the true score logged every ``every`` steps."""
+    rows = healthy()
+    for row in rows:
+        row[f"rewards/{proxy_name}/mean"] = row["reward"]
+    eval_steps = [1, *range(every, STEPS + 1, every)]
+    assert len(true_values) == len(eval_steps)
+    for step, value in zip(eval_steps, true_values, strict=True):
+        rows[step - 1]["eval/unit_test_reward"] = value
+        rows[step - 1][f"eval/{proxy_name}"] = 0.2 + 0.5 * step / STEPS
+    return rows
+
+
+def test_hacking_when_the_proxy_climbs_and_the_true_score_falls():
+    rows = hacked([0.20, 0.18, 0.15, 0.12, 0.10, 0.08, 0.05])
+    finding = diagnose(rows)["hacking"]  # names found automatically from eval/*
+    assert finding.flagged and finding.metric == "reward vs eval/unit_test_reward"
+    assert finding.steps == (1, 5, 10, 15, 20, 25, 30)
+    assert "falls" in finding.evidence and "eval/proxy_reward" in finding.evidence
+
+
+def test_hacking_when_the_true_score_stays_flat_with_explicit_names():
+    rows = hacked([0.10, 0.12, 0.09, 0.11, 0.10, 0.12, 0.11])
+    finding = diagnose(rows, proxy="reward", true_score="eval/unit_test_reward")["hacking"]
+    assert finding.flagged and "stays flat" in finding.evidence
+    held_out = diagnose(rows, proxy="eval/proxy_reward", true_score="eval/unit_test_reward")
+    assert held_out["hacking"].flagged
+
+
+def test_no_hacking_when_the_true_score_rises_with_the_proxy():
+    rows = hacked([0.10, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4])
+    finding = diagnose(rows)["hacking"]
+    assert finding.status == "ok" and "rises with the proxy" in finding.evidence
+
+
+def test_no_hacking_when_the_proxy_does_not_climb():
+    rows = with_values(hacked([0.2] * 7), "reward", [0.5] * STEPS)
+    rows = [{**row, "eval/proxy_reward": 0.5} if "eval/proxy_reward" in row else row
+            for row in rows]
+    finding = diagnose(rows)["hacking"]
+    assert finding.status == "ok" and "does not climb" in finding.evidence
+
+
+def test_hacking_seen_by_the_proxy_on_the_held_out_problems():
+    """A noisy training reward (other prompts every step) but the held-out proxy climbs."""
+    rng = random.Random(1)
+    rows = with_values(hacked([0.47, 0.43, 0.5, 0.46, 0.45, 0.48, 0.49]), "reward",
+                       [rng.choice([0.4, 0.9]) for _ in range(STEPS)])
+    finding = diagnose(rows)["hacking"]
+    assert finding.flagged and finding.metric == "eval/proxy_reward vs eval/unit_test_reward"
+    assert not diagnose(rows, proxy="reward")["hacking"].flagged  # explicit: only that one
+
+
+def test_true_score_detection():
+    assert find_true_score(hacked([0.1] * 7)) == "eval/unit_test_reward"
+    # the run trained on the unit tests: its eval is not an independent true score
+    trained = [{"step": 1, "rewards/unit_test_reward/mean": 0.1, "eval/unit_test_reward": 0.1}]
+    assert find_true_score(trained) is None
+    two = [{"step": 1, "eval/a": 0.1, "eval/b": 0.2}]
+    with pytest.raises(ValueError, match="true_score="):
+        find_true_score(two)
+    assert diagnose(two, true_score="eval/a")["hacking"].status == "not measured"  # one value
+    assert "true_score=" in diagnose(two)["hacking"].evidence  # ambiguous: not a crash
+
+
+def test_a_weight_0_reward_is_logged_but_not_trained_on():
+    """Experiment 3's layout: the proxy trains; unit tests ride along at weight 0 and held out."""
+    rows = hacked([0.20, 0.18, 0.15, 0.12, 0.10, 0.08, 0.05], proxy_name="defines_function_reward")
+    for step, row in enumerate(rows, start=1):
+        row["rewards/unit_test_reward/mean"] = 0.1 - 0.001 * step
+    assert trained_rewards(rows) == ["defines_function_reward"]  # its mean is the reward
+    assert find_true_score(rows) == "eval/unit_test_reward"
+    config = {"reward_funcs": ["defines_function_reward", "unit_test_reward"],
+              "reward_weights": [1.0, 0.0]}
+    assert trained_rewards(rows, config) == ["defines_function_reward"]
+    finding = diagnose(rows)["hacking"]
+    assert finding.flagged
+    assert "eval/defines_function_reward" in finding.evidence
+    assert "on the training samples, rewards/unit_test_reward/mean" in finding.evidence
+    # both weights 1: the unit tests were trained on, so nothing independent is left
+    both = {**config, "reward_weights": [1.0, 1.0]}
+    assert find_true_score(rows, trained_rewards(rows, both)) is None
+
+
+def test_collapse_when_entropy_and_reward_spread_fall_toward_zero():
+    fading = [2.0 * 0.85 ** s for s in range(STEPS)]
+    rows = with_values(with_values(healthy(), "entropy", fading), "reward_std", fading)
+    finding = diagnose(rows)["collapse"]
+    assert finding.flagged and finding.value < 0.1
+    only_entropy = with_values(healthy(), "entropy", fading)
+    assert status(diagnose(only_entropy), "collapse") == "ok"
+
+
+def test_kl_blow_up_on_a_spike_and_past_the_limit():
+    kl = [0.01] * 20 + [0.3, 0.02] + [0.01] * 8
+    finding = diagnose(with_values(healthy(), "kl", kl))["KL blow-up"]
+    assert finding.flagged and finding.steps == (21,) and "30x the median" in finding.evidence
+    runaway = diagnose(with_values(healthy(), "kl", [0.1 * s for s in range(STEPS)]))
+    assert runaway["KL blow-up"].flagged and runaway["KL blow-up"].steps[0] == 11
+
+
+def test_kl_spike_names_the_reward_that_climbed_into_it():
+    rows = with_values(healthy(), "kl", [0.01] * 20 + [0.5] * 10)
+    rows = with_values(rows, "rewards/format_reward/mean", [s / STEPS for s in range(STEPS)])
+    assert "rewards/format_reward/mean" in diagnose(rows)["KL blow-up"].evidence
+
+
+def test_missing_metrics_say_not_measured():
+    bare = [{"step": s, "reward": float(s)} for s in range(1, STEPS + 1)]
+    diagnosis = diagnose(bare)
+    assert diagnosis.flagged == []
+    assert {f.symptom for f in diagnosis if f.status == "not measured"} == set(SYMPTOMS)
+    assert "beta = 0" in diagnosis["KL blow-up"].evidence
+    assert diagnose([]).steps == 0
+
+
+def test_too_few_steps_for_a_trend_is_not_measured():
+    diagnosis = diagnose(healthy(n=3))
+    assert status(diagnosis, "length gaming") == "not measured"
+    assert status(diagnosis, "collapse") == "not measured"
+
+
+def test_thresholds_are_respected():
+    rows = with_values(healthy(), "completions/clipped_ratio", [0.4] * STEPS)
+    assert status(diagnose(rows), "truncation") == "ok"
+    assert diagnose(rows, thresholds=Thresholds(clipped_high=0.3))["truncation"].flagged
+
+
+def test_bad_input_is_refused():
+    with pytest.raises(TypeError):
+        diagnose([1, 2, 3])
+    with pytest.raises(ValueError):
+        Finding("hacking", "maybe", "reward")
+    with pytest.raises(FileNotFoundError):
+        load_run("/nonexistent/run")
+
+
+def test_diagnosis_prints_and_tabulates():
+    diagnosis = diagnose(hacked([0.2, 0.18, 0.15, 0.12, 0.10, 0.08, 0.05]), name="toy")
+    text = str(diagnosis)
+    assert text.startswith("toy: 30 steps, flagged: hacking")
+    assert "[FLAGGED] hacking" in text and "fix:" in text
+    assert repr(diagnosis) == "Diagnosis(run='toy', steps=30, flagged=['hacking'])"
+    table = diagnosis.to_table()
+    assert list(table.columns) == ["run", "symptom", "status", "metric", "steps", "value",
+                                   "evidence", "fix"]
+    assert table.set_index("symptom").loc["hacking", "steps"] == "1, 5, 10, 15, 20, 25, 30"
+    with pytest.raises(KeyError):
+        diagnosis["sadness"]
+
+
+def test_helpers():
+    assert format_steps([9, 1, 2, 3, 7, 10]) == "1-3, 7, 9-10"
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 45]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman([1, 2, 3], [5, 5, 5]) == 0.0
+    assert spearman([1, 2, 3, 4], [1, 2, 2, 3]) == pytest.approx(0.9486833, rel=1e-6)
+    sparse = trend([1, 5, 10, 15, 20, 25, 30], [0.2, 0.18, 0.15, 0.12, 0.10, 0.08, 0.05])
+    assert (sparse.first, sparse.last) == pytest.approx((0.19, 0.065))  # thirds: 2 values
+    assert sparse.first_steps == (1, 5) and sparse.last_steps == (25, 30)
+    five = trend([1, 5, 10, 15, 20], [0.1, 0.3, 0.2, 0.2, 0.0])  # five evaluations: 2 per end
+    assert (five.first, five.last) == pytest.approx((0.2, 0.1))
+    dense = trend(list(range(1, 31)), list(range(30)))
+    assert (dense.first, dense.last, dense.rho) == pytest.approx((2.5, 26.5, 1.0))  # fifths
+
+
+def test_compare_runs_draws_every_run_in_each_panel():
+    runs = [RecordedRun("a", healthy()), RecordedRun("b", healthy(seed=1)[:10])]
+    fig = compare_runs(runs, keys=("entropy", "kl"))
+    entropy = next(ax for ax in fig.axes if ax.get_title() == "entropy")
+    assert [line.get_label() for line in entropy.lines] == ["a", "b"]
+    assert len(entropy.lines[1].get_xdata()) == 10
+
+
+def test_load_run_reads_config_and_plot_run_shades_the_flagged_panel(tmp_path):
+    rows = hacked([0.2, 0.18, 0.15, 0.12, 0.10, 0.08, 0.05])
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = {"reward_funcs": ["proxy_reward"], "train": {"max_new_tokens": 32}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    run = load_run(tmp_path)
+    assert run.name == tmp_path.name and run.config == config and len(run.records) == STEPS
+    diagnosis = diagnose(tmp_path)
+    assert diagnosis.symptoms == ["hacking"] and diagnosis.run == tmp_path.name
+    fig = plot_run(run, diagnosis)
+    titles = [ax.get_title() for ax in fig.axes]
+    panel = next(ax for ax in fig.axes if ax.get_title().startswith("held-out evaluation"))
+    assert "hacking: flagged" in panel.get_title() and panel.patches
+    assert [line.get_label() for line in panel.lines] == ["eval/proxy_reward",
+                                                          "eval/unit_test_reward"]
+    assert "truncated (clipped_ratio)" in titles
+
+
+def test_diagnose_is_exported_and_reads_only_metrics():
+    """``from grpo_core import diagnose`` is the function; the module pulls no torch, no loop."""
+    code = ("import sys; import grpo_core.diagnosis; from grpo_core import diagnose; "
+            "print(callable(diagnose), 'torch' in sys.modules, 'grpo_core.loop' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "False", "False"]
+
+
+# --- the recorded runs (data/runs/, written by python -m grpo_core.train) -----------------
+
+EXP1 = RUNS_DIR / "exp1-length-cpu"
+EXP3 = RUNS_DIR / "exp3-hacking-cpu"
+
+
+def finished(run_dir) -> bool:
+    """A recorded run with all the steps its config asked for (not one still recording)."""
+    if run_dir not in list_runs():
+        return False
+    run = load_run(run_dir)
+    return len(run.records) >= run.config.get("train", {}).get("max_steps", 1)
+
+
+def test_recorded_runs_are_found():
+    assert EXP1 in list_runs()
+
+
+@pytest.mark.skipif(not finished(EXP1), reason="no recorded experiment 1")
+def test_experiment_1_is_not_flagged():
+    diagnosis = diagnose(EXP1)
+    assert "hacking" not in diagnosis.symptoms
+    # the length falls toward 20 characters as the reward rises: not length gaming
+    assert diagnosis["length gaming"].status == "ok"
+    assert diagnosis.flagged == [], str(diagnosis)
+
+
+@pytest.mark.skipif(not finished(EXP3),
+                    reason="data/runs/exp3-hacking-cpu not recorded yet, or still recording "
+                           "(python -m grpo_core.train hacking --profile cpu)")
+def test_experiment_3_is_flagged_as_hacking():
+    diagnosis = diagnose(EXP3)
+    assert "hacking" in diagnosis.symptoms, str(diagnosis)
+    assert diagnosis["hacking"].metric.endswith("eval/unit_test_reward")
