@@ -75,7 +75,7 @@ bench: $(STAMP)
 	for script in benchmarks/bench_*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
 lint: $(STAMP)
-	$(BIN)/ruff check grpo_core tests benchmarks
+	$(BIN)/ruff check grpo_core tests benchmarks scripts tools
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache
