@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from grpo_core.loop import Evaluator, RewardFn, call_reward, reward_name
+from grpo_core.loop import Evaluator, RewardFn, call_reward, group_columns, reward_name
 from grpo_core.rollout import chat_prompt, sample_group
 
 
@@ -56,9 +56,7 @@ def score_samples(
         rollout = sample_group(model, tokenizer, prompts, samples_per_prompt,
                                max_new_tokens=max_new_tokens, temperature=temperature,
                                top_p=top_p, seed=seed * 1_000_003 + start)
-        columns = {key: [row[key] for row in chunk for _ in range(samples_per_prompt)]
-                   for key in chunk[0]}
-        columns["prompts"] = columns.pop("prompt")  # TRL's name for the prompt column
+        columns = group_columns(chunk, samples_per_prompt)
         for fn in funcs:
             values = call_reward(fn, rollout.texts, columns)
             scores[reward_name(fn)].append(values.view(len(chunk), samples_per_prompt))

@@ -280,6 +280,14 @@ def choose_prompts(rows: list[dict[str, Any]], count: int, seed: int, step: int)
     return random.Random(f"{seed}-{step}").sample(rows, count)
 
 
+def group_columns(rows: Sequence[dict[str, Any]], group_size: int) -> dict[str, list[Any]]:
+    """The rows' columns as reward-function keyword arguments, each value repeated once per
+    completion of its group (``[r0 x k, r1 x k, ...]``); ``prompt`` becomes TRL's ``prompts``."""
+    columns = {key: [row[key] for row in rows for _ in range(group_size)] for key in rows[0]}
+    columns["prompts"] = columns.pop("prompt")
+    return columns
+
+
 def make_rollout(run: _Run, step: int) -> Batch:
     """Sample prompts and a group per prompt, score them, and compute advantages (and the old
     and reference log-probs when they are needed)."""
@@ -294,8 +302,7 @@ def make_rollout(run: _Run, step: int) -> Batch:
         rollout = sample_group(run.model, run.tokenizer, texts, cfg.group_size,
                                max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                                top_p=cfg.top_p, seed=cfg.seed * 1_000_003 + step)
-    columns = {key: [row[key] for row in chosen for _ in range(cfg.group_size)] for key in chosen[0]}
-    columns["prompts"] = columns.pop("prompt")
+    columns = group_columns(chosen, cfg.group_size)
     total, per_fn = compute_rewards(run.reward_funcs, run.reward_weights, rollout.texts, columns)
     advantages = group_advantages(total, cfg.group_size, scale=cfg.scale)
     device = rollout.completion_ids.device
