@@ -29,6 +29,12 @@ _EXPORTS: dict[str, str] = {
     "aggregate_loss": "loss",
     "clip_metrics": "loss",
     "LOSS_TYPES": "loss",
+    # the signals before RL (notebook 01) and fixed preference pairs (notebook 06)
+    "token_cross_entropy": "training_signals",
+    "token_kl": "training_signals",
+    "signal_counts": "training_signals",
+    "dpo_loss": "preference",
+    "preference_pairs": "preference",
     # profiles and models
     "Profile": "profiles",
     "ProfileError": "profiles",

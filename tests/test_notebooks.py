@@ -5,7 +5,7 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from tools.notebooks import NOTEBOOK_DIR, out_of_sync, paired_scripts
+from tools.notebooks import NOTEBOOK_DIR, copy_markdown, out_of_sync, paired_scripts
 
 SCRIPTS = paired_scripts()
 
@@ -52,3 +52,24 @@ def test_no_output_checked_cell_depends_on_the_profile(script):
 def test_notebook_dir_has_no_strays():
     notebooks = {p.stem for p in NOTEBOOK_DIR.glob("*.ipynb")}
     assert notebooks == {s.stem for s in SCRIPTS}, "every .ipynb needs a .py twin and vice versa"
+
+
+def test_copy_markdown_keeps_outputs_and_refuses_code_changes(tmp_path):
+    import jupytext
+
+    script = tmp_path / "99_toy.py"
+    script.write_text("# %% [markdown]\n# Old prose.\n\n# %%\nprint(1)\n")
+    executed = jupytext.read(script)
+    executed.cells[1].outputs = [nbformat.v4.new_output("stream", name="stdout", text="1\n")]
+    nbformat.write(executed, script.with_suffix(".ipynb"))
+
+    script.write_text("# %% [markdown]\n# New prose.\n\n# %%\nprint(1)\n")
+    assert copy_markdown(script) == 1
+    notebook = nbformat.read(script.with_suffix(".ipynb"), as_version=4)
+    assert notebook.cells[0].source == "New prose."
+    assert notebook.cells[1].outputs[0]["text"] == "1\n"
+    assert out_of_sync(script) is None
+
+    script.write_text("# %% [markdown]\n# New prose.\n\n# %%\nprint(2)\n")
+    with pytest.raises(ValueError, match="code cell 1 changed; rebuild it"):
+        copy_markdown(script)

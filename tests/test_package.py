@@ -51,7 +51,8 @@ def test_light_imports_do_not_pull_torch(statement):
     assert "torch" not in loaded and "transformers" not in loaded
 
 
-@pytest.mark.parametrize("module", ["advantages", "logprobs", "loss"])
+@pytest.mark.parametrize("module", ["advantages", "logprobs", "loss", "training_signals",
+                                    "preference"])
 def test_update_math_imports_torch_but_no_model_library(module):
     loaded = _modules_loaded_by(f"import grpo_core.{module}")
     assert "torch" in loaded

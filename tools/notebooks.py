@@ -6,6 +6,7 @@ reader sees real results.
 
     python tools/notebooks.py build [NAME ...]   # .py -> executed .ipynb (all, or the named ones)
     python tools/notebooks.py check              # exit 1 if a pair is out of sync
+    python tools/notebooks.py markdown NAME ...  # copy prose edits into the executed .ipynb
 
 This lives outside ``grpo_core`` on purpose: the package knows nothing about notebooks.
 """
@@ -69,12 +70,37 @@ def build(script: Path, timeout_s: int = 3600) -> float:
     return time.perf_counter() - start
 
 
+def copy_markdown(script: Path) -> int:
+    """Copy ``script``'s markdown cells into its executed ``.ipynb``, keeping every output.
+
+    For prose-only edits, which need no re-execution. Refuses (``ValueError``) when a code
+    cell or the cell layout differs: then the notebook must be rebuilt. Returns the number
+    of markdown cells that changed.
+    """
+    notebook_path = script.with_suffix(".ipynb")
+    source = jupytext.read(script)
+    executed = nbformat.read(notebook_path, as_version=4)
+    if [c.cell_type for c in source.cells] != [c.cell_type for c in executed.cells]:
+        raise ValueError(f"{script.name}: the cells differ in number or type; rebuild it")
+    changed = 0
+    for index, (new, old) in enumerate(zip(source.cells, executed.cells, strict=True)):
+        if new.cell_type == "code" and new.source.strip() != old.source.strip():
+            raise ValueError(f"{script.name}: code cell {index} changed; rebuild it")
+        if new.cell_type == "markdown" and new.source != old.source:
+            old.source = new.source
+            changed += 1
+    nbformat.write(executed, notebook_path)
+    return changed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     build_parser = sub.add_parser("build", help="execute notebooks from their .py twins")
     build_parser.add_argument("names", nargs="*", help="e.g. 00_setup (default: all)")
     sub.add_parser("check", help="report pairs that are out of sync")
+    markdown_parser = sub.add_parser("markdown", help="copy prose edits into executed notebooks")
+    markdown_parser.add_argument("names", nargs="+", help="e.g. 02_policy_rollout_reward")
     args = parser.parse_args(argv)
 
     scripts = paired_scripts()
@@ -86,6 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(args.names) - {s.stem for s in scripts}
     if unknown:
         parser.error(f"no such notebook(s): {sorted(unknown)}; have {[s.stem for s in scripts]}")
+    if args.command == "markdown":
+        for script in chosen:
+            print(f"{script.with_suffix('.ipynb').name}: {copy_markdown(script)} markdown cells "
+                  "updated")
+        return 0
     print(f"profile: {os.environ.get('GRPO_PROFILE', '(default)')}")
     for script in chosen:
         print(f"executing {script.name} ...", flush=True)

@@ -1,0 +1,500 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 02 · Policy, rollout, reward: one GRPO round, line by line
+#
+# **Needs:** a laptop CPU (about 3 GB of free memory: the model, its gradients and AdamW's two
+# moments) or a Colab GPU. **Takes:** measured on the course's 2-core CPU machine: `cpu` profile
+# 70 s to build on an almost idle machine (about 10 min while other jobs shared it, load
+# average 6-10); `smoke` profile 32 s under nbval (idle; 8.5 min at load 18). Not yet
+# measured on a GPU.
+#
+# Lecture parts: "Reinforcement learning, in three functions", "One GRPO training round",
+# "The whole update is a few lines".
+#
+# Reinforcement learning on a language model needs three functions:
+#
+# | function | in the lecture's words | here |
+# |---|---|---|
+# | **policy** | the model: maps a prompt to a distribution over completions; what you train | `model` and `token_logprobs` |
+# | **rollout** | sampling completions from the policy: the model's own attempts at the task | `sample_group` |
+# | **reward** | a function from a completion to a number; higher is better | `length_reward` |
+#
+# This notebook makes each one concrete on the real model, then runs one whole GRPO round with
+# the lecture's few-line update, every line on its own with its shapes printed, and measures
+# what the step did to each completion's log-probability.
+
+# %%
+# Colab only: fetch the course and install what the runtime lacks (keeps Colab's torch).
+# Everywhere else this cell does nothing: `make lab` has already installed everything.
+import subprocess
+import sys
+
+if "google.colab" in sys.modules:
+    COURSE_REPO = "https://github.com/grpo-from-scratch/grpo-course"
+    subprocess.run(["git", "clone", "-q", "--depth=1", COURSE_REPO, "/content/grpo-course"])
+    subprocess.run([sys.executable, "/content/grpo-course/tools/colab_setup.py"], check=True)
+    sys.path.insert(0, "/content/grpo-course")
+else:
+    print("Not in Colab: nothing to install.")
+
+# %%
+import inspect
+import math
+import time
+
+import pandas as pd
+import torch
+
+from grpo_core import get_profile
+
+profile = get_profile()
+print(f"profile: {profile.name} ({profile.reason}); group size k = {profile.group_size}, "
+      f"{profile.max_new_tokens} new tokens, learning rate {profile.learning_rate}")
+pd.set_option("display.width", 120)
+pd.set_option("display.max_colwidth", 70)
+
+# %% [markdown]
+# ## 1. The policy is a distribution over completions
+#
+# A language model gives a distribution over the next token. Chained token after token, that
+# is a distribution over whole completions: the probability of a completion y = (y₁, …, y_T)
+# is the product of its tokens' probabilities, so its **log-probability is the sum** of its
+# tokens' log-probabilities:
+#
+# $$\log\pi_\theta(y_t \mid x, y_{<t}) = \log\operatorname{softmax}\!\Bigl(\frac{z_{t-1}}{\tau}\Bigr)[y_t] \tag{2.1}$$
+#
+# $$m_t = \begin{cases}1 & t \le \text{the position of the first end-of-sequence token (or } T\text{ if none)}\\ 0 & \text{after it}\end{cases} \tag{2.2}$$
+#
+# $$\log\pi_\theta(y \mid x) = \sum_{t=1}^{T} m_t\,\log\pi_\theta(y_t \mid x, y_{<t}) \tag{2.3}$$
+#
+# | symbol | meaning |
+# |---|---|
+# | x | the prompt (after the chat template) |
+# | y, y_t, y<t | the completion, its t-th token, the tokens before it |
+# | θ | the model's weights; π_θ is the policy |
+# | z_{t−1} | the model's logits at the position before token t (a vector of V numbers) |
+# | τ | the sampling temperature; log-probs are taken at the same τ the samples were drawn at |
+# | m_t | the completion mask: 1 on real completion tokens (the end token included), 0 on padding |
+# | T | the completion's width in the batch (the longest completion) |
+#
+# Eq. (2.3) is the lecture's `seq_logp = (token_logp * comp_mask).sum(dim=1)`. The code:
+
+# %%
+from grpo_core import completion_mask, sequence_logprob, token_logprobs
+
+print(inspect.getsource(sequence_logprob))
+print(inspect.getsource(completion_mask))
+
+# %% [markdown]
+# `token_logprobs(model, input_ids, attention_mask, logits_to_keep)` runs the model once on
+# prompt + completion and applies eq. (2.1) to the last `logits_to_keep` tokens (its source is
+# long because it saves memory; `inspect.getsource(token_logprobs)` shows it).
+#
+# ### By hand first
+#
+# Two completions in a batch of width 3. The first is three tokens long, the second stops
+# after two (its end token, then one padding position whose value must not count).
+
+# %%
+# NBVAL_CHECK_OUTPUT
+token_probs = torch.tensor([[0.5, 0.2, 0.9],
+                            [0.8, 0.5, 0.01]])  # the last entry of row 2 is padding
+toy_mask = torch.tensor([[1, 1, 1],
+                         [1, 1, 0]])
+toy_seq_logp = sequence_logprob(token_probs.log(), toy_mask)
+print("sequence log-probs:", toy_seq_logp.numpy().round(4))
+print("as probabilities:  ", toy_seq_logp.exp().numpy().round(4), "= 0.5·0.2·0.9 and 0.8·0.5")
+
+# %% [markdown]
+# ### On the real model
+#
+# Load the policy and sample the **same prompt** many times. Each sample is a draw from
+# π_θ(· ∣ x): different completions, each with its own log-probability.
+
+# %%
+from grpo_core import chat_prompt, load_policy, sample_group
+
+start = time.perf_counter()
+model, tokenizer = load_policy(profile)
+print(f"loaded {profile.model_id} in {time.perf_counter() - start:.1f} s")
+
+prompt = chat_prompt(tokenizer, "Describe the sea in a few words.")
+n_samples = 2 * profile.group_size
+start = time.perf_counter()
+samples = sample_group(model, tokenizer, prompt, n_samples, max_new_tokens=profile.max_new_tokens,
+                       temperature=profile.temperature, top_p=profile.top_p, seed=profile.seed)
+print(f"{n_samples} samples of the same prompt in {time.perf_counter() - start:.1f} s; "
+      f"{len(set(samples.texts))} different texts")
+
+
+def batch_logprobs(rollout):
+    """Per-token log-probs [B, C] of a rollout's completions under the model (no gradient)."""
+    input_ids = torch.cat([rollout.prompt_ids, rollout.completion_ids], dim=1)
+    attention_mask = torch.cat([rollout.prompt_mask, rollout.completion_mask], dim=1)
+    with torch.no_grad():
+        return token_logprobs(model, input_ids, attention_mask, rollout.completion_ids.size(1),
+                              temperature=profile.temperature)
+
+
+sample_token_logps = batch_logprobs(samples)  # [n, C]
+sample_seq_logps = sequence_logprob(sample_token_logps, samples.completion_mask)  # [n]
+print(f"token log-probs {tuple(sample_token_logps.shape)} -> sequence log-probs "
+      f"{tuple(sample_seq_logps.shape)}")
+pd.DataFrame({
+    "completion": [t.replace("\n", " ") for t in samples.texts],
+    "tokens": samples.lengths.tolist(),
+    "log π(y|x)": [round(v, 2) for v in sample_seq_logps.tolist()],
+})
+
+# %% [markdown]
+# Eq. (2.3) on the first sample: its tokens one by one, and their sum.
+
+# %%
+row = 0
+length = int(samples.lengths[row])
+tokens = tokenizer.convert_ids_to_tokens(samples.completion_ids[row, :length])
+per_token = pd.DataFrame({"token": tokens,
+                          "log π(y_t | x, y<t)": sample_token_logps[row, :length].numpy().round(3)})
+print(per_token.to_string())
+by_hand = sample_token_logps[row, :length].sum().item()
+print(f"sum of the {length} token log-probs: {by_hand:.3f};  sequence_logprob: "
+      f"{sample_seq_logps[row].item():.3f};  probability of this exact completion: "
+      f"{math.exp(by_hand):.2e}")
+
+# %% [markdown]
+# A completion of a few dozen tokens has a tiny probability, even a likely one: the policy
+# spreads its mass over a huge number of possible completions. Training moves log π(y ∣ x) of
+# chosen completions up or down; it never needs the whole distribution.
+
+# %% [markdown]
+# ## 2. The rollout is a group
+#
+# GRPO samples k completions **for the same prompt**: a group (notebook 03 shows why the
+# group is the baseline). `sample_group` samples every group in one batched `generate` call
+# and returns a `Rollout`, laid out group after group.
+
+# %%
+k = profile.group_size
+start = time.perf_counter()
+rollout = sample_group(model, tokenizer, prompt, k, max_new_tokens=profile.max_new_tokens,
+                       temperature=profile.temperature, top_p=profile.top_p,
+                       seed=profile.seed + 1)
+print(f"one group of k = {k} in {time.perf_counter() - start:.1f} s")
+for name in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "truncated"):
+    print(f"rollout.{name:16} {tuple(getattr(rollout, name).shape)}")
+print(f"rollout.texts            {len(rollout.texts)} strings")
+
+# %% [markdown]
+# ## 3. The reward is a plain function
+#
+# Experiment 1's reward (notebook 07): be close to 20 characters, r(y) = −|len(y) − 20|. It
+# reads only the completion's text. It has TRL's signature, a list of completions in, a list
+# of numbers out, so the same function serves our loop and TRL's `GRPOTrainer`.
+
+# %%
+from grpo_core.rewards import length_reward, make_length_reward
+
+print(inspect.getsource(make_length_reward))
+pd.DataFrame({"completion": [t.replace("\n", " ") for t in rollout.texts],
+              "characters": [len(t) for t in rollout.texts],
+              "reward": length_reward(rollout.texts)})
+
+# %% [markdown]
+# ## 4. One GRPO round: the whole update is a few lines
+#
+# The lecture's box "ONE STEP PER ROLLOUT":
+#
+# ```python
+# rewards = torch.tensor([reward(r) for r in responses])
+# advantages = (rewards - rewards.mean()) / (rewards.std() + 1e-4)
+# seq_logp = (token_logp * comp_mask).sum(dim=1)
+# loss = -(advantages * seq_logp).mean()
+# ```
+#
+# $$\mathcal{L}(\theta) = -\frac{1}{k}\sum_{i=1}^{k} A_i\,\log\pi_\theta(y_i \mid x), \qquad
+# \nabla_\theta\mathcal{L} = -\frac{1}{k}\sum_{i=1}^{k} A_i\,\nabla_\theta\log\pi_\theta(y_i\mid x) \tag{2.4}$$
+#
+# | symbol | meaning |
+# |---|---|
+# | rᵢ | the reward of completion i |
+# | Aᵢ | its advantage, (rᵢ − mean r) / (std r + 10⁻⁴): better or worse than its group (notebook 03) |
+# | log π_θ(yᵢ ∣ x) | eq. (2.3), with gradient |
+# | k | the group size; here one prompt, so the batch is one group |
+#
+# Descending this loss moves θ along Σᵢ Aᵢ ∇ log π_θ(yᵢ ∣ x): a positive advantage raises the
+# completion's log-probability, a negative one lowers it, and the size sets how hard. Now each
+# line on the real model, in order.
+#
+# **Line 1: rewards.** `responses` are the group's texts; `reward(r)` scores one of them.
+
+# %%
+responses = rollout.texts
+
+
+def reward(response):
+    return length_reward([response])[0]
+
+
+rewards = torch.tensor([reward(r) for r in responses])
+print(f"rewards {tuple(rewards.shape)} {rewards.dtype}: {rewards.tolist()}")
+
+# %% [markdown]
+# **Line 2: advantages.** The group's mean is the baseline; the std sets the scale.
+
+# %%
+advantages = (rewards - rewards.mean()) / (rewards.std() + 1e-4)
+print(f"mean {rewards.mean().item():.2f}, std {rewards.std().item():.2f}")
+print(f"advantages {tuple(advantages.shape)}: {advantages.numpy().round(3)}")
+
+# %% [markdown]
+# **Before line 3: the per-token log-probs, with gradient.** The lecture's `token_logp` and
+# `comp_mask`: run the model on prompt + completion (train mode, gradient on), eq. (2.1).
+
+# %%
+input_ids = torch.cat([rollout.prompt_ids, rollout.completion_ids], dim=1)
+attention_mask = torch.cat([rollout.prompt_mask, rollout.completion_mask], dim=1)
+width = rollout.completion_ids.size(1)
+print(f"input_ids {tuple(input_ids.shape)} = prompt {tuple(rollout.prompt_ids.shape)} "
+      f"+ completion {tuple(rollout.completion_ids.shape)}")
+
+model.train()  # SmolLM2 and Qwen3 have no dropout; train() only marks the intent
+start = time.perf_counter()
+token_logp = token_logprobs(model, input_ids, attention_mask, width,
+                            temperature=profile.temperature)
+comp_mask = rollout.completion_mask
+print(f"token_logp {tuple(token_logp.shape)} {token_logp.dtype}, requires_grad "
+      f"{token_logp.requires_grad}  (forward {time.perf_counter() - start:.1f} s)")
+print(f"comp_mask  {tuple(comp_mask.shape)}, tokens per completion {comp_mask.sum(1).tolist()}")
+
+# %% [markdown]
+# **Line 3: the sequence log-probs**, eq. (2.3).
+
+# %%
+seq_logp = (token_logp * comp_mask).sum(dim=1)
+print(f"seq_logp {tuple(seq_logp.shape)}: {seq_logp.detach().numpy().round(2)}")
+
+# %% [markdown]
+# **Line 4: the loss**, eq. (2.4). A scalar.
+
+# %%
+loss = -(advantages * seq_logp).mean()
+print(f"loss {tuple(loss.shape)} = {loss.item():.4f}")
+
+# %% [markdown]
+# The same four lines in `grpo_core`, the functions the training loop calls. They give the
+# same numbers (`group_advantages` returns exactly 0 for a group whose rewards are all
+# equal, where the lecture's line could leave rounding noise):
+
+# %%
+from grpo_core import group_advantages, policy_gradient_loss
+
+print(inspect.getsource(policy_gradient_loss))
+assert torch.allclose(group_advantages(rewards, k), advantages)
+assert torch.allclose(sequence_logprob(token_logp, comp_mask), seq_logp)
+assert torch.allclose(policy_gradient_loss(token_logp, comp_mask, advantages), loss)
+print("group_advantages, sequence_logprob and policy_gradient_loss agree with the four lines")
+
+# %% [markdown]
+# **The step.** `backward()` fills a gradient for every weight; then the plainest step,
+# θ ← θ − η ∇_θ L (SGD, η = 10⁻⁴), so that the weights move exactly along the gradient of
+# eq. (2.4). The training loop uses AdamW instead, and clips the gradient's norm to 1; more on
+# that below.
+
+# %%
+initial_weights = {name: t.detach().clone() for name, t in model.state_dict().items()}
+params = [p for p in model.parameters() if p.requires_grad]
+step_size = 1e-4  # η
+optimizer = torch.optim.SGD(params, lr=step_size)
+start = time.perf_counter()
+loss.backward()
+grad_norm = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])).item()
+optimizer.step()
+optimizer.zero_grad(set_to_none=True)
+print(f"backward + SGD step in {time.perf_counter() - start:.1f} s; gradient norm "
+      f"{grad_norm:.2f} over {sum(p.numel() for p in params) / 1e6:.1f} M weights; the "
+      f"weights moved by {step_size * grad_norm:.4f} in all")
+
+# %% [markdown]
+# ## 5. What the step did
+#
+# The same completions, scored again by the updated policy: did the log-probability of each
+# move the way its advantage said?
+
+# %%
+model.eval()
+seq_logp_after = sequence_logprob(batch_logprobs(rollout), comp_mask)  # [k]
+change = seq_logp_after - seq_logp.detach()
+moved = pd.DataFrame({
+    "completion": [t.replace("\n", " ")[:50] for t in responses],
+    "reward": rewards.tolist(),
+    "advantage": advantages.tolist(),
+    "log π before": seq_logp.tolist(),
+    "log π after": seq_logp_after.tolist(),
+    "change": change.tolist(),
+}).round(2).sort_values("advantage", ascending=False)
+print(moved.to_string())
+
+best, worst = int(advantages.argmax()), int(advantages.argmin())
+correlation = torch.corrcoef(torch.stack([advantages, change]))[0, 1].item()
+print(f"\nbest completion (A = {advantages[best]:+.2f}): log π {change[best]:+.2f} -> "
+      f"{'rose' if change[best] > 0 else 'did not rise'}")
+print(f"worst completion (A = {advantages[worst]:+.2f}): log π {change[worst]:+.2f} -> "
+      f"{'fell' if change[worst] < 0 else 'did not fall'}")
+print(f"completions with A > 0 that rose: {int(((advantages > 0) & (change > 0)).sum())} of "
+      f"{int((advantages > 0).sum())}; with A < 0 that fell: "
+      f"{int(((advantages < 0) & (change < 0)).sum())} of {int((advantages < 0).sum())}")
+print(f"correlation between advantage and change: {correlation:+.2f}")
+print(f"advantage-weighted change, sum of A_i x change_i: {(advantages * change).sum().item():+.2f} "
+      "(what the loss asks to raise)")
+
+# %%
+import matplotlib.pyplot as plt
+
+fig, ax = plt.subplots(figsize=(5, 3.2))
+ax.axhline(0, color="grey", lw=0.8)
+ax.axvline(0, color="grey", lw=0.8)
+ax.scatter(advantages.numpy(), change.numpy())
+ax.set_xlabel("advantage A_i")
+ax.set_ylabel("change of log π(y_i | x)")
+ax.set_title("one GRPO step")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Positive advantage raises the completion's log-probability, negative lowers it, and the size
+# sets how hard: that is what each completion's own term of the gradient does, and what the
+# table shows for most rows. It is a tendency for the group, not a law for every row. The
+# gradient of eq. (2.4) is a sum over all k completions, and completions that share tokens in
+# the same context (the same opening words, say) move each other. A completion with a
+# positive advantage that opens like a long, heavily penalised one can be dragged down with
+# it: a long completion has many tokens, so its term weighs more. If a row with A > 0 fell in
+# your run, compare its first words with those of the rows with A < 0. What the step
+# guarantees, for a small enough η, is the last line: the advantage-weighted sum of the
+# changes is positive, because that sum is the loss going down.
+#
+# The training loop uses AdamW, which changes the picture again: its first step moves every
+# weight by about the learning rate in the direction of the gradient's *sign*, however small
+# the gradient, a larger and blunter step. (When we ran this cell with
+# `torch.optim.AdamW(params, lr=profile.learning_rate)` on the `cpu` profile, the best
+# completion, whose opening words matched one of the worst, fell by about 1 nat while the two
+# worst fell by 25 and 36.) Try it.
+#
+# ## 6. Over several groups
+#
+# One group is one draw, so count instead. The same round (the same four lines, SGD with the
+# same η) on several groups, each sampled for one of experiment 1's prompts and each time
+# from the same starting weights, the ones before the step above. Per group: did the best
+# completion's log-probability rise, did the worst one's fall, and was the advantage-weighted
+# change positive?
+
+# %%
+from grpo_core.train import EXP1_PROMPTS, load_prompts
+
+group_prompts = [row["prompt"] for row in load_prompts(EXP1_PROMPTS)[:6]]
+
+
+def one_round(user_message, seed):
+    """One GRPO round as above from ``initial_weights``: (advantages [k], change of log π [k])."""
+    model.load_state_dict(initial_weights)
+    group = sample_group(model, tokenizer, chat_prompt(tokenizer, user_message), k,
+                         max_new_tokens=profile.max_new_tokens, temperature=profile.temperature,
+                         top_p=profile.top_p, seed=seed)
+    group_advantage = group_advantages(torch.tensor(length_reward(group.texts)), k)
+    model.train()
+    ids = torch.cat([group.prompt_ids, group.completion_ids], dim=1)
+    mask = torch.cat([group.prompt_mask, group.completion_mask], dim=1)
+    before = token_logprobs(model, ids, mask, group.completion_ids.size(1),
+                            temperature=profile.temperature)
+    step = torch.optim.SGD(params, lr=step_size)
+    policy_gradient_loss(before, group.completion_mask, group_advantage).backward()
+    step.step()
+    step.zero_grad(set_to_none=True)
+    model.eval()
+    after = sequence_logprob(batch_logprobs(group), group.completion_mask)
+    return group_advantage, after - sequence_logprob(before.detach(), group.completion_mask)
+
+
+rounds = []
+start = time.perf_counter()
+for i, user_message in enumerate(group_prompts):
+    a, moved_by = one_round(user_message, seed=profile.seed + 10 + i)
+    top, bottom = int(a.argmax()), int(a.argmin())
+    rounds.append({"prompt": user_message[:40], "best A": a[top].item(),
+                   "best change": moved_by[top].item(), "worst A": a[bottom].item(),
+                   "worst change": moved_by[bottom].item(),
+                   "corr(A, change)": torch.corrcoef(torch.stack([a, moved_by]))[0, 1].item(),
+                   "sum A x change": (a * moved_by).sum().item()})
+model.load_state_dict(initial_weights)
+rounds = pd.DataFrame(rounds).round(2)
+print(f"{len(rounds)} groups of k = {k} in {time.perf_counter() - start:.0f} s")
+print(rounds.to_string())
+print(f"\nbest completion rose in {int((rounds['best change'] > 0).sum())} of {len(rounds)} "
+      f"groups; worst fell in {int((rounds['worst change'] < 0).sum())} of {len(rounds)}; "
+      f"advantage-weighted change positive in {int((rounds['sum A x change'] > 0).sum())} "
+      f"of {len(rounds)}")
+
+# %% [markdown]
+# Read the counts, not a single row. In the `cpu` run committed here the best completion rose
+# and the worst fell in all 6 groups, by several nats each, and the advantage-weighted change
+# was positive in every one; the group of section 4, whose best completion did not rise, was
+# the exception. The advantage-weighted change is the quantity the step is built to raise.
+#
+# That was one round: policy → rollout → reward → advantages → log-probs → loss → step.
+# `grpo_core.loop.train` repeats it (notebook 07); notebook 04 adds what changes when a
+# rollout is reused for several steps.
+
+# %% [markdown]
+# ## Exercises
+#
+# **1.** Eq. (2.3) by hand: add up the token log-probs of the group's *second* completion
+# (only its real tokens, `rollout.lengths[1]` of them) and check against `sequence_logprob`.
+
+# %%
+n_tokens = int(rollout.lengths[1])
+my_seq_logp = token_logp[1, :n_tokens].sum().item()  # your answer here
+
+assert abs(my_seq_logp - seq_logp[1].item()) < 1e-3, seq_logp[1].item()
+print(f"correct: {my_seq_logp:.3f}")
+
+# %% [markdown]
+# **2.** A group of four completions gets rewards (−3, −10, −1, −30). Write the lecture's
+# advantage line for them and check against `group_advantages`. Which completion is pushed up
+# the hardest?
+
+# %%
+my_rewards = torch.tensor([-3.0, -10.0, -1.0, -30.0])
+my_advantages = (my_rewards - my_rewards.mean()) / (my_rewards.std() + 1e-4)  # your line here
+my_hardest_up = 2  # your answer here (0-3)
+
+assert torch.allclose(my_advantages, group_advantages(my_rewards, 4))
+assert my_hardest_up == int(group_advantages(my_rewards, 4).argmax())
+print(f"correct: advantages {my_advantages.numpy().round(3)}")
+
+# %% [markdown]
+# **3.** Why does a positive advantage raise log π? The loss is −(1/k) Σ Aᵢ sᵢ with
+# sᵢ = log π(yᵢ ∣ x). Write ∂loss/∂sᵢ as a formula in Aᵢ and k, and check it with autograd on
+# the same four advantages. A gradient *descent* step moves sᵢ by −lr · ∂loss/∂sᵢ.
+
+# %%
+def my_dloss_ds(advantages, k):
+    return -advantages / k  # your formula here
+
+
+s = torch.zeros(4, requires_grad=True)
+adv = group_advantages(my_rewards, 4)
+(-(adv * s).mean()).backward()
+assert torch.allclose(s.grad, my_dloss_ds(adv, 4)), s.grad
+print(f"correct: ∂loss/∂s = {s.grad.numpy().round(3)}; descent moves s by "
+      f"{(-s.grad).numpy().round(3)} × lr: up where A > 0, down where A < 0")
