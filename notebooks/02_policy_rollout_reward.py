@@ -15,10 +15,9 @@
 # # 02 · Policy, rollout, reward: one GRPO round, line by line
 #
 # **Needs:** a laptop CPU (about 3 GB of free memory: the model, its gradients and AdamW's two
-# moments) or a Colab GPU. **Takes:** measured on the course's 2-core CPU machine: `cpu` profile
-# 70 s to build on an almost idle machine (about 10 min while other jobs shared it, load
-# average 6-10); `smoke` profile 32 s under nbval (idle; 8.5 min at load 18). Not yet
-# measured on a GPU.
+# moments) or a Colab GPU. **Takes:** measured on the course's 2-core CPU machine, with one
+# thread while a training run used the other core: `cpu` profile 5 min to build (3.5 min of
+# it section 6's six groups); `smoke` profile 65 s under nbval. Not yet measured on a GPU.
 #
 # Lecture parts: "Reinforcement learning, in three functions", "One GRPO training round",
 # "The whole update is a few lines".
