@@ -63,6 +63,7 @@ _EXPORTS: dict[str, str] = {
     "make_length_reward": "rewards",
     "unit_test_reward": "rewards",
     "defines_function_reward": "rewards",
+    "long_function_reward": "rewards",
     "extract_code": "rewards",
     "extract_answer": "rewards",
     "run_tests": "sandbox",

@@ -21,12 +21,14 @@ Experiments (COURSE.md section 2):
 
     python -m grpo_core.train mbpp --k 8 --profile cpu --out runs/exp2-mbpp-k8-cpu
 
-- ``hacking`` (experiment 3): the same coding problems, rewarded by a gameable proxy,
-  ``defines_function_reward`` (the code parses and defines the function the tests call; a
-  stub earns full marks). The true score, ``unit_test_reward``, is logged beside it twice: on
-  the training samples with weight 0 (``rewards/unit_test_reward/mean``, it never reaches the
-  advantages), and on held-out problems every few steps (``eval/unit_test_reward``, with the
-  proxy's ``eval/defines_function_reward`` next to it).
+- ``hacking`` (experiment 3): the same coding problems, rewarded by a gameable proxy that
+  never runs the code: ``long_function_reward`` (the code defines the function the tests
+  call, and more code earns more, full marks at 200 characters), or with ``--proxy
+  defines_function`` ``defines_function_reward`` (defining it is enough). The true score,
+  ``unit_test_reward``, is logged beside it twice: on the training samples with weight 0
+  (``rewards/unit_test_reward/mean``, it never reaches the advantages), and on held-out
+  problems every few steps (``eval/unit_test_reward``, with the proxy's ``eval/<proxy>`` and
+  ``eval/defines_function_reward`` next to it).
 """
 
 from __future__ import annotations
@@ -191,7 +193,9 @@ def mbpp_experiment(profile: Profile, k: int | None = None, negate: bool = False
 
 
 # experiment 3's held-out measure, per profile: problems, samples per problem, steps between
-HACKING_EVAL = {"smoke": (2, 2, 1), "cpu": (12, 2, 5), "gpu": (50, 4, 20)}
+HACKING_EVAL = {"smoke": (2, 2, 1), "cpu": (12, 4, 5), "gpu": (50, 4, 20)}
+# experiment 3's proxies (``--proxy``): the default, and the one of the first recorded run
+HACKING_PROXIES = ("long_function", "defines_function")
 
 
 def hacking_split(profile: Profile) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -214,36 +218,49 @@ def hacking_split(profile: Profile) -> tuple[list[dict[str, Any]], list[dict[str
     return [code_row(row) for row in training], [code_row(row) for row in held_out[:count]]
 
 
-def hacking_experiment(profile: Profile, k: int | None = None, negate: bool = False) -> Experiment:
-    """Experiment 3: train on a proxy that checks the answer's shape, watch the true score.
+def hacking_proxy(name: str) -> RewardFn:
+    """The proxy reward ``long_function`` or ``defines_function`` (``grpo_core.rewards``)."""
+    from grpo_core import rewards
 
-    Reward: ``defines_function_reward`` alone (weight 1). ``unit_test_reward`` rides along
-    with weight 0, so it is logged for every step's samples but never trains. Every few steps
-    a held-out evaluation samples the same problems with the same seed and reports both.
+    if name not in HACKING_PROXIES:
+        raise ValueError(f"unknown proxy {name!r}: choose one of {', '.join(HACKING_PROXIES)}")
+    return getattr(rewards, f"{name}_reward")
+
+
+def hacking_experiment(profile: Profile, k: int | None = None, negate: bool = False,
+                       proxy: str = HACKING_PROXIES[0]) -> Experiment:
+    """Experiment 3: train on a proxy that never runs the code, watch the true score.
+
+    Reward: the proxy alone (weight 1): ``long_function_reward`` (defines the function, and
+    more code earns more, up to 200 characters) or ``defines_function_reward``.
+    ``unit_test_reward`` rides along with weight 0, so it is logged for every step's samples
+    but never trains. Every few steps a held-out evaluation samples the same problems with
+    the same seed and reports the true score, the proxy and ``defines_function_reward``.
     """
     from grpo_core.evaluation import held_out_evaluator
     from grpo_core.rewards import defines_function_reward, unit_test_reward
 
     if negate:
         raise ValueError("--negate is experiment 1's demonstration; hacking does not take it")
+    proxy_fn = hacking_proxy(proxy)
     sizes = k_sweep_sizes(profile, profile.group_size if k is None else k)
-    new_tokens = profile.max_new_tokens
     training, held_out = hacking_split(profile)
     _, samples, every = HACKING_EVAL.get(profile.name, HACKING_EVAL["cpu"])
-    evaluate = held_out_evaluator(held_out, [unit_test_reward, defines_function_reward],
-                                  samples_per_prompt=samples, max_new_tokens=new_tokens,
+    watched = list(dict.fromkeys([unit_test_reward, proxy_fn, defines_function_reward]))
+    evaluate = held_out_evaluator(held_out, watched, samples_per_prompt=samples,
+                                  max_new_tokens=profile.max_new_tokens,
                                   temperature=profile.temperature, seed=profile.seed)
     return Experiment(
         name="hacking",
         prompts=training,
-        reward_funcs=[defines_function_reward, unit_test_reward],
+        reward_funcs=[proxy_fn, unit_test_reward],
         reward_weights=[1.0, 0.0],
         overrides={"loss_type": "grpo", "beta": 0.0, "num_iterations": 1,
                    "eval_every": every, **sizes},
-        title=(f"experiment 3 ({profile.name}): proxy = defines the function, "
+        title=(f"experiment 3 ({profile.name}): proxy = {reward_name(proxy_fn)}, "
                "true = unit tests (weight 0, and held out)"),
         evaluate=evaluate,
-        notes={"proxy_reward": "defines_function_reward", "true_reward": "unit_test_reward",
+        notes={"proxy_reward": reward_name(proxy_fn), "true_reward": "unit_test_reward",
                "true_metric": "eval/unit_test_reward",
                "held_out_task_ids": [row["task_id"] for row in held_out],
                "eval_samples_per_problem": samples},
@@ -291,6 +308,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--negate", action="store_true", help="flip the reward's sign (demo)")
     parser.add_argument("--k", type=int, default=None,
                         help="mbpp, hacking: group size at the profile's completions per step")
+    parser.add_argument("--proxy", choices=HACKING_PROXIES, default=None,
+                        help=f"hacking: the proxy reward (default {HACKING_PROXIES[0]})")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch CPU threads (1 is steadier on a busy or shared machine)")
@@ -304,6 +323,10 @@ def make_experiment(name: str, profile: Profile, args: argparse.Namespace) -> Ex
         if name == "length":
             raise SystemExit("--k belongs to mbpp and hacking; length takes --group-size")
         options["k"] = args.k
+    if getattr(args, "proxy", None) is not None:
+        if name != "hacking":
+            raise SystemExit("--proxy belongs to hacking")
+        options["proxy"] = args.proxy
     return EXPERIMENTS[name](profile, **options)
 
 

@@ -14,11 +14,11 @@
 # %% [markdown]
 # # 09 · Experiment 3: the reward can be gamed
 #
-# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** the `smoke` profile (CI)
-# took 124 s under nbval on the course's 2-core machine while four training runs shared it;
-# the `cpu` build (base samples, two live training steps) took 441 s (load average 3-4); the
-# `gpu` profile is not measured yet. Section 4 reads a recorded `cpu` run (12 steps) instead
-# of training that long.
+# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** on the course's 2-core
+# machine, the `smoke` profile (CI) took about 1 min under nbval with a training run on the
+# other core; the `cpu` build (base samples, two live training steps) took 337 s on an
+# otherwise idle machine; the `gpu` profile is not measured yet. Section 4 reads a recorded `cpu` run (30 steps, 48
+# minutes) instead of training that long.
 #
 # The lecture's failed example: *"Reward hacking → the model maximizes the reward ≠ solving the
 # task. Reward 📈 (training), real quality 📉 (test)."* GRPO optimizes exactly the number you
@@ -27,13 +27,15 @@
 # which is all it knows.
 #
 # In this notebook you
-# 1. meet a **proxy** reward for the coding task of experiment 2 that checks the answer's
-#    shape, not its behaviour, and score a few completions by hand;
-# 2. measure how often the *base* model already games it: GRPO can only reinforce what the
-#    model samples, so a hack it never tries is never learned;
+# 1. meet a **proxy** reward for the coding task of experiment 2 that pays for code it never
+#    runs, and score a few completions by hand;
+# 2. measure how often the *base* model already games it (GRPO can only reinforce what the
+#    model samples, so a hack it never tries is never learned) and which way the proxy
+#    points;
 # 3. train against the proxy while the **true score**, the unit tests on held-out problems,
 #    is logged beside it every few steps;
-# 4. read a recorded run: how far the proxy and the true score moved, and which curves can tell;
+# 4. read two recorded runs, this proxy and a milder one: how far the proxy and the true score
+#    moved, and which curves can tell;
 # 5. score the same completions with the fixed reward and watch the hole close.
 
 # %%
@@ -54,33 +56,37 @@ else:
 # ## 1. A proxy and the true score
 #
 # Experiment 2 rewarded a completion with the fraction of the problem's asserts its code
-# passes. Running the tests is the expensive, honest check. A cheaper check looks plausible:
-# *does the answer contain code that defines the function the tests call?* A correct solution
-# always does, so the proxy and the task agree on every good answer. They disagree on the
-# answers that matter:
+# passes. Running the tests is the expensive, honest check. Cheaper graders look plausible,
+# and real ones share a known bias: learned reward models and LLM judges tend to prefer
+# longer answers, effort they can see. Here is that grader in one line: *the answer defines
+# the function the tests call, and more code earns more credit*, full marks at 200 characters
+# (about 60 tokens):
 #
-# $$ r_{\text{proxy}}(y) = \mathbb{1}\bigl[\mathrm{code}(y) \text{ parses and defines } f\bigr],
+# $$ r_{\text{proxy}}(y) = \mathbb{1}\bigl[\mathrm{code}(y) \text{ parses and defines } f\bigr]
+# \cdot \min\Bigl(1, \frac{|\mathrm{code}(y)|}{200}\Bigr),
 # \qquad
 # r_{\text{true}}(y) = \frac{\#\{\text{asserts on } f \text{ that pass}\}}{\#\{\text{asserts}\}} $$
 #
 # - $y$: one completion; $\mathrm{code}(y)$: the Python code in it (`extract_code`: the first
-#   fenced block that defines a function, or the bare code);
+#   fenced block that defines a function, or the bare code); $|\mathrm{code}(y)|$ its length
+#   in characters;
 # - $f$: the function the tests call (the problem's `entry_point`, e.g. `add`);
 # - $\mathbb{1}[\cdot]$: 1 when the condition holds, else 0.
 #
-# A **hack** is a completion the proxy pays in full that the tests fail:
-# $r_{\text{proxy}}(y) = 1$ and $r_{\text{true}}(y) = 0$. A stub, `def add(a, b): pass`, is one.
+# The proxy never runs the code. A **hack** is a completion the proxy pays that the tests
+# fail: $r_{\text{proxy}}(y) > 0$ and $r_{\text{true}}(y) = 0$. A stub, `def add(a, b): pass`,
+# is one; a long wrong answer is a better-paid one.
 
 # %%
 import inspect
 
-from grpo_core.rewards import defines_function_reward, unit_test_reward
+from grpo_core.rewards import defines_function_reward, long_function_reward, unit_test_reward
 
-print(inspect.getsource(defines_function_reward))
+print(inspect.getsource(long_function_reward))
 
 # %% [markdown]
-# Four hand-written answers to problem 1, `add(a, b)`, scored by both rewards, and the
-# advantage GRPO would give each if they were one group of $k = 4$ (notebook 03):
+# Five hand-written answers to problem 1, `add(a, b)`, scored by both rewards, and the
+# advantage GRPO would give each if they were one group of $k = 5$ (notebook 03):
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -93,23 +99,31 @@ add = next(row for row in read_problems() if row["entry_point"] == "add")
 toy = {
     "solution": "```python\ndef add(a, b):\n    return a + b\n```",
     "stub": "```python\ndef add(a, b):\n    pass\n```",
-    "wrong": "```python\ndef add(a, b):\n    return a - b\n```",
+    "wrong": "```python\ndef add(a, b):\n    return str(a) + str(b)\n```",
+    "long and wrong": ("```python\ndef add(a, b):\n    # Add the two numbers: turn each into text"
+                       " first,\n    # so that every kind of input is handled the same way.\n"
+                       "    first = str(a)\n    second = str(b)\n    return first + second\n```"),
     "prose": "To add two numbers, use the + operator.",
 }
-columns = {"tests": [add["tests"]] * 4, "entry_point": ["add"] * 4}
-proxy = defines_function_reward(list(toy.values()), **columns)
+columns = {"tests": [add["tests"]] * len(toy), "entry_point": ["add"] * len(toy)}
+proxy = long_function_reward(list(toy.values()), **columns)
 true = unit_test_reward(list(toy.values()), **columns)
 toy_table = pd.DataFrame({
     "answer": list(toy), "proxy": proxy, "true": true,
-    "advantage (proxy)": group_advantages(proxy, group_size=4).tolist(),
-    "advantage (true)": group_advantages(true, group_size=4).tolist(),
+    "advantage (proxy)": group_advantages(proxy, group_size=len(toy)).tolist(),
+    "advantage (true)": group_advantages(true, group_size=len(toy)).tolist(),
 })
 print(toy_table.round(2).to_string(index=False))
 
 # %% [markdown]
-# Under the proxy the stub and the wrong answer are pushed **up** as hard as the solution;
-# only the answer without code is pushed down. Under the true score only the solution goes
-# up. Train on the proxy and anything with a `def add` in it is reinforced, right or wrong.
+# Under the proxy the long wrong answer is pushed **up** hardest, the short correct one
+# *down* (it is shorter than the group's average answer); only under the true score is the
+# solution the one that goes up. Train on this proxy and the model is paid to write more
+# code, right or wrong.
+#
+# A milder proxy, `defines_function_reward` (1 for any code that defines `add`, however
+# long), pays the solution, the stub and the wrong answer the same. It was this experiment's
+# first proxy, and section 4 shows what a recorded run on it did.
 
 # %% [markdown]
 # ## 2. Does the base model already game it?
@@ -142,15 +156,15 @@ model, tokenizer = load_policy(profile)
 check_rows = training_rows[: len(held_out_rows)]  # as many problems as the held-out check
 k = profile.group_size
 scores, texts = score_samples(model, tokenizer, check_rows,
-                              [defines_function_reward, unit_test_reward],
+                              [long_function_reward, defines_function_reward, unit_test_reward],
                               samples_per_prompt=k, max_new_tokens=new_tokens,
                               temperature=profile.temperature, seed=profile.seed)
-proxy_scores, true_scores = scores["defines_function_reward"], scores["unit_test_reward"]
+proxy_scores, true_scores = scores["long_function_reward"], scores["unit_test_reward"]
 
 
 def kinds(proxy: torch.Tensor, true: torch.Tensor) -> list[str]:
-    """Sort samples: solves (all tests pass), partial, hack (proxy 1, no test), no function."""
-    return ["solves" if t == 1 else "partial" if t > 0 else "hack" if p == 1 else "no function"
+    """Sort samples: solves (all tests pass), partial, hack (proxy > 0, no test), no function."""
+    return ["solves" if t == 1 else "partial" if t > 0 else "hack" if p > 0 else "no function"
             for p, t in zip(proxy.flatten().tolist(), true.flatten().tolist(), strict=True)]
 
 
@@ -193,10 +207,47 @@ def push_by_kind(scores: torch.Tensor) -> pd.Series:
 
 
 mixed = {name: int((s.std(dim=1) > 0).sum()) for name, s in scores.items()}
-print(f"groups whose rewards differ (a signal): proxy {mixed['defines_function_reward']}, "
+print(f"groups whose rewards differ (a signal): proxy {mixed['long_function_reward']}, "
       f"true {mixed['unit_test_reward']} of {len(check_rows)}")
 push = pd.DataFrame({"proxy": push_by_kind(proxy_scores), "true": push_by_kind(true_scores)})
 print(push.round(2).to_string())
+
+# %% [markdown]
+# Which way does each reward point? In every group, take the sample the reward ranks first
+# (ties shared equally) and look up its true score. Training on a reward moves the policy
+# toward what it ranks first, so if that sample is *worse* than the group's average, the
+# reward points away from the task:
+#
+# $$ \text{true score of the pick} = \frac{1}{N}\sum_{g=1}^{N}
+# \operatorname{mean}\{\, r_{\text{true}}(y_{g,i}) : r(y_{g,i}) = \max_j r(y_{g,j}) \,\} $$
+#
+# with $N$ groups, $y_{g,i}$ the $i$-th sample of group $g$ and $r$ the reward doing the
+# ranking. Compare it with the mean true score of all the samples.
+
+# %%
+def true_score_of_pick(ranking: torch.Tensor, true: torch.Tensor) -> float:
+    """Mean over groups of the true score of the sample(s) ``ranking`` puts first ([N, k])."""
+    best = ranking == ranking.max(dim=1, keepdim=True).values
+    return ((true * best).sum(dim=1) / best.sum(dim=1)).mean().item()
+
+
+rankings = {"the proxy (long_function_reward)": proxy_scores,
+            "the first proxy (defines_function_reward)": scores["defines_function_reward"],
+            "the true score itself": true_scores}
+picks = pd.Series({name: true_score_of_pick(r, true_scores) for name, r in rankings.items()})
+print(f"mean true score of all samples: {true_scores.mean():.3f}")
+print("true score of the sample each reward ranks first:")
+print(picks.round(3).to_string())
+
+# %% [markdown]
+# On the committed `cpu` run's base samples the proxy's favourite is no better than a
+# sample drawn at random (true score 0.486 against the mean 0.488), while the first proxy's
+# favourite is clearly better (0.651: ranking by "has the function" puts the answers
+# without one last, and those never pass). So `defines_function_reward` points, on average,
+# toward the task, and `long_function_reward` does not point toward it at all. And it
+# favours the hacks: 16 of the 96 samples get 42% of its positive push, and a higher mean
+# advantage than the solutions (section 5's table). Section 4's two recorded runs show what
+# each proxy did in training.
 
 # %% [markdown]
 # ## 3. Train against the proxy, watch the true score
@@ -206,9 +257,10 @@ print(push.round(2).to_string())
 #
 # - `rewards/unit_test_reward/mean`: the unit tests on the same training samples, logged
 #   with weight 0;
-# - `eval/unit_test_reward` and `eval/defines_function_reward`: both rewards on **held-out**
-#   problems the model never trains on, sampled with the same seed each time, after step 1
-#   and every few steps (`train(..., evaluate=...)`, `TrainConfig.eval_every`).
+# - `eval/unit_test_reward`, `eval/long_function_reward` (and the first proxy's
+#   `eval/defines_function_reward`): the rewards on **held-out** problems the model never
+#   trains on, sampled with the same seed each time, after step 1 and every few steps
+#   (`train(..., evaluate=...)`, `TrainConfig.eval_every`).
 #
 # The experiment's definition:
 
@@ -235,15 +287,17 @@ plot.close()
 # %%
 for record in result.metrics:
     held_out = {key: round(value, 3) for key, value in record.items() if key.startswith("eval/")}
-    print(f"step {record['step']}: proxy {record['rewards/defines_function_reward/mean']:.3f}, "
+    print(f"step {record['step']}: proxy {record['rewards/long_function_reward/mean']:.3f}, "
           f"tests on the same samples {record['rewards/unit_test_reward/mean']:.3f}; "
           f"held out {held_out or '(not evaluated at this step)'}")
 
 # %% [markdown]
 # ## 4. A run recorded earlier: which curves gave it away
 #
-# The same experiment run to the end on a CPU from the command line,
-# `python -m grpo_core.train hacking --profile cpu --out data/runs/exp3-hacking-cpu`:
+# The same experiment run for the `cpu` profile's 30 steps from the command line,
+# `python -m grpo_core.train hacking --profile cpu --micro-batch-size 4 --threads 1
+# --out data/runs/exp3-hacking-cpu` (48 minutes on the course's 2-core machine; the
+# held-out check is 12 problems x 4 samples after step 1 and every 5 steps):
 
 # %%
 from IPython.display import Image, display
@@ -308,26 +362,60 @@ if recorded is not None:
           f"{blind_diagnosis['hacking'].status}")
 
 # %% [markdown]
-# What gave it away, and what would not have:
+# ### The milder proxy, for comparison
 #
-# - **`reward`**, the number the run optimizes, climbs: by its own curve the run is a
-#   success. The other default curves (the zero-std fraction, truncation, length, entropy)
-#   describe how well the *proxy* is being optimized; whatever they flag, none of them can
-#   say whether the proxy is still the task. Without a true score, hacking is
-#   **not measured**, not "ok".
-# - **the true score beside it** is the only curve that can tell. Read the table above: on
-#   the training samples (weight 0) it is the share of the proxy's reward that is real; on
-#   the held-out problems it says whether the model got better at the task. In this short
-#   recorded run (12 steps) the held-out score moved within its own noise (24 samples per
-#   evaluation, roughly +-0.1), so `diagnose`, which reads the held-out score, did not flag
-#   hacking: twelve steps were not enough for the held-out score to separate from the proxy.
-#   Whether the gap opens is an empirical question a longer run answers; only a number the
-#   model was *not* trained on can answer it, which is why the loop takes an `evaluate` hook.
-# - **completion length** is the cheap tell to check next: a policy drifting toward the
-#   proxy writes what the proxy needs and nothing more (compare the start and the end in the
-#   table above), and reading a few completions settles it.
+# This experiment's first recorded run trained on `defines_function_reward` instead, the
+# proxy that pays a stub and a solution the same (`--proxy defines_function`; 12 steps, 2
+# held-out samples per problem). Section 2 measured which way each proxy points on the base
+# samples; here is what the two runs did to the held-out true score, side by side. Their
+# first points already differ (each is measured after one step of a different proxy, on 2
+# or 4 samples per problem), so compare the shapes of the curves, not their levels:
+
+# %%
+from grpo_core.diagnosis import compare_runs
+
+milder_dir = RUNS_DIR / "exp3-defines-function-cpu"
+pair = [run for run in (recorded, load_run(milder_dir) if milder_dir in list_runs() else None)
+        if run is not None]
+for run in pair:
+    finding = diagnose(run)["hacking"]
+    print(f"{run.name} (proxy {run.config.get('proxy_reward')}, "
+          f"{len(run.records)} steps): hacking {finding.status}\n  {finding.evidence}")
+if len(pair) == 2:
+    display(Image(figure_png(compare_runs(
+        pair, keys=["eval/unit_test_reward", "eval/defines_function_reward"]))))
+
+# %% [markdown]
+# What gave it away, and what would not have (the numbers are from the recorded run above):
+#
+# - **`reward`**, the number the run optimizes, climbs (about 0.26 over the first fifth of
+#   the steps, 0.47 over the last): by its own curve the run is a success. The other default
+#   curves (the zero-std fraction, truncation, length, entropy) describe how well the *proxy*
+#   is being optimized; whatever they flag, none of them can say whether the proxy is still
+#   the task. Without a true score, hacking is **not measured**, not "ok".
+# - **the held-out true score** is the curve that tells. It fell from 0.29 after step 1 to
+#   about 0.1 by steps 5-10, while the proxy on the same held-out problems rose, and it had
+#   come back only to 0.23-0.25 by steps 25-30: over the run it stayed flat (first vs last
+#   window, a change of a few hundredths) while the held-out proxy gained about 0.14. That
+#   is the lecture's picture: reward up in training, real quality not up on the test.
+#   `diagnose` reads exactly this pair of curves.
+# - **the unit tests on the training samples** (weight 0) are noisier: each step draws two
+#   new problems, so their mean swings between 0 and 0.65 from step to step and says little
+#   about a trend. Held-out problems, sampled the same way every time, are what make a true
+#   score readable.
+# - **completion length and truncation** show *how* the proxy is being earned: from step 4
+#   on, all 16 completions of a step ran into the 64-token budget at 25 of the 27 steps (15
+#   of 16 at the other two; `completions/clipped_ratio`): the model writes as much as fits,
+#   as the proxy pays it to. Reading a few completions is the next step whenever a reward
+#   climbs like this.
 # - with a KL penalty (β > 0), a `kl` spike while one reward climbs fast is the same story
 #   (notebook 11's table); this run used β = 0, so there is no KL curve to read.
+#
+# The milder proxy did not do this: its held-out unit-test score rose with it. Section 2
+# measured why before any training: the sample it ranks first in a group is, on average,
+# better than the group (it has a function), while the sample `long_function_reward` ranks
+# first is not. A proxy is gamed when the hack beats the honest answer under it, not merely
+# when it ties.
 
 # %% [markdown]
 # ## 5. The fixed reward closes the hole
@@ -371,8 +459,8 @@ print(f"under the fixed reward no hack gets a positive advantage ({int(hack_mask
 # %% [markdown]
 # ## Exercises
 #
-# 1. Which of these answers to `add(a, b)` are hacks (the proxy pays 1, no test passes)? Give
-#    their indices.
+# 1. Which of these answers to `add(a, b)` are hacks (the proxy pays something, no test
+#    passes)? Give their indices.
 
 # %%
 answers = [
@@ -384,24 +472,26 @@ answers = [
 my_hacks = [2]  # your indices here
 
 cols = {"tests": [add["tests"]] * len(answers), "entry_point": ["add"] * len(answers)}
-pairs = list(zip(defines_function_reward(answers, **cols), unit_test_reward(answers, **cols),
+pairs = list(zip(long_function_reward(answers, **cols), unit_test_reward(answers, **cols),
                  strict=True))
-assert my_hacks == [i for i, (p, t) in enumerate(pairs) if p == 1 and t == 0], \
+assert my_hacks == [i for i, (p, t) in enumerate(pairs) if p > 0 and t == 0], \
     "a hack defines `add` and fails every assert; `plus` is not `add`"
-print(f"correct: (proxy, true) = {pairs}; `return 0` passes the asserts whose answer is 0, "
+print(f"correct: (proxy, true) = {[(round(p, 2), round(t, 2)) for p, t in pairs]}; `return 0` passes the asserts whose answer is 0, "
       "and `plus` fails the proxy too (wrong name)")
 
 # %% [markdown]
-# 2. Write the cheapest answer to problem 1 that earns the proxy's full reward and fails
-#    every test.
+# 2. Write an answer to problem 1 that earns the proxy's full reward (1.0) and fails every
+#    test.
 
 # %%
-my_stub = "```python\ndef add(a, b):\n    return None\n```"  # your answer here
+my_hack = ("```python\ndef add(a, b):\n" + "    # a long and careful comment\n" * 6
+           + "    return None\n```")  # your answer here
 
 one = {"tests": [add["tests"]], "entry_point": ["add"]}
-assert defines_function_reward([my_stub], **one) == [1.0], "the proxy must pay it in full"
-assert unit_test_reward([my_stub], **one) == [0.0], "no test may pass"
-print(f"correct: {len(my_stub)} characters earn the proxy's maximum")
+assert long_function_reward([my_hack], **one) == [1.0], "the proxy must pay it in full"
+assert unit_test_reward([my_hack], **one) == [0.0], "no test may pass"
+print(f"correct: {len(extract_code(my_hack))} characters of code that does nothing earn the "
+      "proxy's maximum")
 
 # %% [markdown]
 # 3. A run logs the proxy reward climbing from 0.4 to 0.9 over 20 steps and

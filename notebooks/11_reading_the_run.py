@@ -312,11 +312,15 @@ for run in runs:
 # - **Experiment 2** (unit tests, k = 2, 8, 16): compare the zero-std fractions above and in
 #   the side-by-side plot with notebook 08's prediction. A flagged *no signal* here is the
 #   lecture's "too hard" group; a flagged *truncation* says the code did not fit the budget.
-# - **Experiment 3** (a gameable proxy): the proxy `reward` climbs while
-#   `eval/unit_test_reward`, the unit tests on held-out problems, does not. Without the
-#   held-out curve the run looks like a success: that is the whole point of logging a true
-#   score beside the reward. Notebook 09 shows which completions did it and how the fixed
-#   reward closes the hole.
+# - **Experiment 3** (a gameable proxy, `exp3-hacking-cpu`): the proxy `reward` climbs
+#   while `eval/unit_test_reward`, the unit tests on held-out problems, does not: it fell
+#   from 0.29 after step 1 to 0.09 at step 10 and ended at 0.23, and `diagnose` flags
+#   hacking.
+#   Without the held-out curve the run looks like a success: that is the whole point of
+#   logging a true score beside the reward. The milder proxy (`exp3-defines-function-cpu`,
+#   12 steps) is the counter-example: its held-out score rose with it, and `diagnose` says
+#   so. Notebook 09 shows why the two proxies differ and how the fixed reward closes the
+#   hole.
 
 # %% [markdown]
 # ## 5. Symptom → metric → fix

@@ -321,6 +321,7 @@ def test_diagnose_is_exported_and_reads_only_metrics():
 
 EXP1 = RUNS_DIR / "exp1-length-cpu"
 EXP3 = RUNS_DIR / "exp3-hacking-cpu"
+EXP3_DEFINES = RUNS_DIR / "exp3-defines-function-cpu"
 
 
 def finished(run_dir) -> bool:
@@ -347,12 +348,17 @@ def test_experiment_1_is_not_flagged():
 @pytest.mark.skipif(not finished(EXP3),
                     reason="data/runs/exp3-hacking-cpu not recorded yet, or still recording "
                            "(python -m grpo_core.train hacking --profile cpu)")
-@pytest.mark.xfail(strict=True, reason=(
-    "the recorded 12-step cpu run of experiment 3 did not separate: its held-out unit-test "
-    "score moved within noise (0.451 -> 0.521) while the held-out proxy rose 0.729 -> 0.938, "
-    "so diagnose rightly does not call it hacking; issue 9 stays open until a run that shows "
-    "the gap is recorded (strict: this fails loudly once such a run is committed)"))
 def test_experiment_3_is_flagged_as_hacking():
+    # 30 steps on long_function_reward: the proxy climbs, the held-out unit tests do not
     diagnosis = diagnose(EXP3)
     assert "hacking" in diagnosis.symptoms, str(diagnosis)
+    assert diagnosis["hacking"].metric.endswith("eval/unit_test_reward")
+    assert load_run(EXP3).config["proxy_reward"] == "long_function_reward"
+
+
+@pytest.mark.skipif(not finished(EXP3_DEFINES), reason="no recorded defines_function run")
+def test_the_milder_proxy_run_is_not_called_hacking():
+    # its held-out unit-test score rose with the proxy (0.451 -> 0.521): not hacking
+    diagnosis = diagnose(EXP3_DEFINES)
+    assert diagnosis["hacking"].status == "ok", str(diagnosis)
     assert diagnosis["hacking"].metric.endswith("eval/unit_test_reward")

@@ -1,16 +1,19 @@
 """Reward functions: the lecture's table row for row, the whitespace rule, TRL's calling
-convention, length, code extraction and the unit-test reward."""
+convention, length, code extraction, the unit-test reward and experiment 3's proxies."""
 
 from __future__ import annotations
 
 import pytest
 
 from grpo_core.rewards import (
+    LONG_CODE_CHARS,
     accuracy_reward,
+    defines_function_reward,
     extract_answer,
     extract_code,
     format_reward,
     length_reward,
+    long_function_reward,
     make_length_reward,
     unit_test_reward,
 )
@@ -124,3 +127,36 @@ def test_the_same_completion_always_gets_the_same_score_in_order():
     first = unit_test_reward(completions, tests=[TESTS] * 12, max_workers=3)
     again = unit_test_reward(completions[::-1], tests=[TESTS] * 12, max_workers=2)[::-1]
     assert first == again == [pytest.approx(2 / 3), pytest.approx(1 / 3), 0.0] * 4
+
+
+# ------------------------------------------------------------ experiment 3's gameable proxies
+
+SOLUTION = "```python\ndef add(a, b):\n    return a + b\n```"
+STUB = "def add(a, b):\n    pass\n"
+PADDED_WRONG = "def add(a, b):\n" + "    # adds the two numbers carefully\n" * 8 + "    return a - b\n"
+
+
+def test_defines_function_reward_checks_the_name_never_the_behaviour():
+    completions = [SOLUTION, STUB, PADDED_WRONG, "def plus(a, b):\n    return a + b\n",
+                   "def add(a, b:\n    return", "no code at all"]
+    rewards = defines_function_reward(completions, entry_point=["add"] * 6,
+                                      prompts=["Write add."] * 6, trainer_state=object())
+    assert rewards == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+    assert unit_test_reward([SOLUTION, STUB, PADDED_WRONG], tests=[TESTS[:2]] * 3) == [1.0, 0.0, 0.0]
+
+
+def test_long_function_reward_pays_a_padded_wrong_answer_more_than_a_short_right_one():
+    completions = [SOLUTION, STUB, PADDED_WRONG, "def plus(a, b):\n" + "    # pad\n" * 40]
+    rewards = long_function_reward(completions, entry_point=["add"] * 4)
+    solution_code = extract_code(SOLUTION)
+    assert rewards[0] == pytest.approx(len(solution_code) / LONG_CODE_CHARS)
+    assert rewards[1] == pytest.approx(len(STUB.strip("\n")) / LONG_CODE_CHARS)
+    assert rewards[2] == 1.0 > rewards[0]  # capped at full marks; never runs the code
+    assert rewards[3] == 0.0  # long, but not the function the tests call
+
+
+def test_the_proxies_take_conversational_completions():
+    conversation = [[{"role": "assistant", "content": STUB}]]
+    assert defines_function_reward(conversation, entry_point=["add"]) == [1.0]
+    assert long_function_reward(conversation, entry_point=["add"]) == [
+        pytest.approx(len(STUB.strip("\n")) / LONG_CODE_CHARS)]

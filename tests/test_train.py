@@ -307,12 +307,14 @@ def test_cli_hacking_smoke_run_logs_proxy_true_score_and_held_out(tmp_path):
     records = read_jsonl(out / "metrics.jsonl")
     assert [r["step"] for r in records] == [1, 2]
     for record in records:  # the reward is the proxy alone: the true score has weight 0
-        assert record["reward"] == pytest.approx(record["rewards/defines_function_reward/mean"])
+        assert record["reward"] == pytest.approx(record["rewards/long_function_reward/mean"])
         assert 0.0 <= record["rewards/unit_test_reward/mean"] <= 1.0
-        assert 0.0 <= record["eval/unit_test_reward"] <= 1.0
-        assert 0.0 <= record["eval/defines_function_reward"] <= 1.0
+        for name in ("unit_test_reward", "long_function_reward", "defines_function_reward"):
+            assert 0.0 <= record[f"eval/{name}"] <= 1.0
+        # a completion earns the length-scaled proxy only if it defines the function
+        assert record["eval/long_function_reward"] <= record["eval/defines_function_reward"]
     config = json.loads((out / "config.json").read_text())
-    assert config["proxy_reward"] == "defines_function_reward"
+    assert config["proxy_reward"] == "long_function_reward"
     assert config["true_metric"] == "eval/unit_test_reward"
     assert config["reward_weights"] == [1.0, 0.0]
 
@@ -324,3 +326,20 @@ def test_hacking_split_holds_out_problems_it_never_trains_on():
     training, held_out = hacking_split(get_profile("cpu"))
     assert len(held_out) == 12 and training
     assert not {r["task_id"] for r in training} & {r["task_id"] for r in held_out}
+
+
+def test_hacking_proxy_option_picks_the_reward_and_is_refused_elsewhere():
+    from grpo_core.profiles import get_profile
+    from grpo_core.rewards import defines_function_reward, unit_test_reward
+    from grpo_core.train import hacking_experiment, hacking_proxy
+
+    experiment = hacking_experiment(get_profile("smoke"), proxy="defines_function")
+    assert experiment.reward_funcs == [defines_function_reward, unit_test_reward]
+    assert experiment.notes["proxy_reward"] == "defines_function_reward"
+    assert "defines_function_reward" in experiment.title
+    with pytest.raises(ValueError, match="unknown proxy 'tests_pass'"):
+        hacking_proxy("tests_pass")
+    with pytest.raises(SystemExit, match="--proxy belongs to hacking"):
+        main(["length", "--profile", "smoke", "--proxy", "long_function", "--out", "/nonexistent"])
+    with pytest.raises(SystemExit):  # argparse: not one of the choices
+        main(["hacking", "--profile", "smoke", "--proxy", "tests_pass", "--out", "/nonexistent"])
