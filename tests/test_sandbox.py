@@ -27,7 +27,7 @@ from grpo_core.sandbox import (
     run_tests,
 )
 from grpo_core.sandbox.judge import decode_value, guarded_binop, parse_records
-from grpo_core.sandbox.probe import isolation_report_for, warn_if_degraded
+from grpo_core.sandbox.probe import IsolationReport, isolation_report_for, warn_if_degraded
 from grpo_core.sandbox.split import module_level_names, plan_tests, split_assert
 
 ADD = "def add(a, b):\n    return a + b\n"
@@ -285,3 +285,17 @@ def test_an_ordinary_user_gets_level_0_with_a_warning():
     assert done.returncode == 0, done.stderr
     level, warnings, forked, fraction, left = json.loads(done.stdout.splitlines()[-1])
     assert (level, forked, fraction, left) == (0, 0, 1.0, []) and warnings >= 1
+
+
+def test_the_report_shows_no_home_or_virtual_environment_folder(monkeypatch, tmp_path):
+    import sys
+
+    monkeypatch.setenv("HOME", str(tmp_path / "me"))
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "course" / ".venv"))
+    report = IsolationReport(1, "/usr/bin/python3", "3.11", (), (), (
+        f"{tmp_path}/course/.venv/bin/python: cannot import the standard library",
+        f"{tmp_path}/me/.pyenv/bin/python3: cannot import the standard library"))
+    text = str(report)
+    assert "passed over <venv>/bin/python: cannot" in text
+    assert "passed over ~/.pyenv/bin/python3: cannot" in text
+    assert str(tmp_path) not in text and "/usr/bin/python3" in text

@@ -264,7 +264,18 @@ class IsolationReport:
                   for name, active, how in self.layers]
         lines += [f"  warning: {message}" for message in self.warnings]
         lines += [f"  passed over {note}" for note in self.passed_over]
-        return "\n".join(lines)
+        return _short_paths("\n".join(lines))
+
+
+def _short_paths(text: str) -> str:
+    """``text`` with the active virtual environment written ``<venv>`` and the home folder
+    ``~``: the report reads the same on every machine and shows no one's folders."""
+    prefixes = [(sys.prefix, "<venv>")] if sys.prefix != sys.base_prefix else []
+    prefixes.append((os.path.expanduser("~"), "~"))
+    for prefix, name in prefixes:
+        if prefix.rstrip(os.sep):
+            text = text.replace(prefix.rstrip(os.sep) + os.sep, name + os.sep)
+    return text
 
 
 def isolation_report_for(isolation: Isolation, facts: Facts) -> IsolationReport:
