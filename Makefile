@@ -16,12 +16,13 @@ setup: $(STAMP)
 
 # Re-run the install whenever a dependency file changes; the stamp is written last, so an
 # interrupted install is retried.
-$(STAMP): requirements.txt requirements-nodeps.txt constraints.txt pyproject.toml
+# The package and its runtime dependencies come from pyproject.toml; the `test` and `lab` extras
+# add pytest, nbval, ruff, JupyterLab and jupytext (none of them is a runtime dependency).
+$(STAMP): pyproject.toml requirements-nodeps.txt constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install $(PIP_OPTS) -c constraints.txt -r requirements.txt
+	$(BIN)/python -m pip install $(PIP_OPTS) -c constraints.txt -e ".[test,lab]"
 	$(BIN)/python -m pip install $(PIP_OPTS) --no-deps -r requirements-nodeps.txt
-	$(BIN)/python -m pip install --quiet --no-deps -e .
 	$(BIN)/python -m grpo_core.environment
 	touch $@
 
@@ -61,7 +62,7 @@ notebooks: $(STAMP)
 # Experiment 1 (the length reward) headless; PROFILE=gpu on a GPU machine with the Hub.
 PROFILE ?= cpu
 exp1: $(STAMP)
-	$(if $(filter gpu,$(PROFILE)),,HF_HUB_OFFLINE=1) $(BIN)/python -m grpo_core.train length --profile $(PROFILE) --out runs/exp1-length-$(PROFILE)
+	$(if $(filter gpu,$(PROFILE)),,HF_HUB_OFFLINE=1) $(BIN)/python -m grpo_core length --profile $(PROFILE) --out runs/exp1-length-$(PROFILE)
 
 # experiment 2 at each group size of the sweep (same completions per step): make exp2 K=16
 K ?= 8
@@ -69,16 +70,16 @@ K ?= 8
 # the memory: ~3-4 GB instead of ~7 GB), as the recorded cpu runs did
 CODE_RUN_OPTS = $(if $(filter cpu,$(PROFILE)),--micro-batch-size 4,)
 exp2: $(STAMP)
-	$(if $(filter gpu,$(PROFILE)),,HF_HUB_OFFLINE=1) $(BIN)/python -m grpo_core.train mbpp --k $(K) --profile $(PROFILE) $(CODE_RUN_OPTS) --out runs/exp2-mbpp-k$(K)-$(PROFILE)
+	$(if $(filter gpu,$(PROFILE)),,HF_HUB_OFFLINE=1) $(BIN)/python -m grpo_core mbpp --k $(K) --profile $(PROFILE) $(CODE_RUN_OPTS) --out runs/exp2-mbpp-k$(K)-$(PROFILE)
 
 exp3: $(STAMP)
-	$(if $(filter gpu,$(PROFILE)),,HF_HUB_OFFLINE=1) $(BIN)/python -m grpo_core.train hacking --profile $(PROFILE) $(CODE_RUN_OPTS) --out runs/exp3-hacking-$(PROFILE)
+	$(if $(filter gpu,$(PROFILE)),,HF_HUB_OFFLINE=1) $(BIN)/python -m grpo_core hacking --profile $(PROFILE) $(CODE_RUN_OPTS) --out runs/exp3-hacking-$(PROFILE)
 
 bench: $(STAMP)
 	for script in benchmarks/bench_*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
 lint: $(STAMP)
-	$(BIN)/ruff check grpo_core tests benchmarks scripts tools
+	$(BIN)/ruff check grpo_core tests benchmarks scripts tools notebooks/*.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache

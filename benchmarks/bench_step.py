@@ -79,9 +79,9 @@ def load(device: str):
 
 
 def prompts() -> list[str]:
-    from grpo_core.train import EXP1_PROMPTS, load_prompts
+    from grpo_core.run_files import EXP1_PROMPTS, read_jsonl
 
-    return [row["prompt"] for row in load_prompts(EXP1_PROMPTS)]
+    return [row["prompt"] for row in read_jsonl(EXP1_PROMPTS)]
 
 
 def run_ours(steps: int, device: str) -> dict:

@@ -12,10 +12,11 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-# public name -> module that defines it (COURSE.md section 3, the contract)
+# public name -> module that defines it (docs/design.md, the package's contract)
 _EXPORTS: dict[str, str] = {
     # update math
     "group_advantages": "advantages",
+    "flat_groups": "advantages",
     "SCALES": "advantages",
     "token_logprobs": "logprobs",
     "sequence_logprob": "logprobs",
@@ -30,9 +31,9 @@ _EXPORTS: dict[str, str] = {
     "clip_metrics": "loss",
     "LOSS_TYPES": "loss",
     # the signals before RL (notebook 01) and fixed preference pairs (notebook 06)
-    "token_cross_entropy": "training_signals",
-    "token_kl": "training_signals",
-    "signal_counts": "training_signals",
+    "token_cross_entropy": "imitation_signals",
+    "token_kl": "imitation_signals",
+    "feedback_counts": "imitation_signals",
     "dpo_loss": "preference",
     "preference_pairs": "preference",
     # profiles and models
@@ -44,13 +45,29 @@ _EXPORTS: dict[str, str] = {
     "train": "loop",
     "TrainConfig": "loop",
     "RunResult": "loop",
-    "RewardError": "loop",
+    # calling reward functions (the loop, the evaluator and the signal check share it)
+    "RewardError": "scoring",
+    "reward_name": "scoring",
     "score_samples": "evaluation",
     "held_out_evaluator": "evaluation",
+    # the experiments (the command line, the notebooks and scripts/trl_mbpp.py share them)
+    "Experiment": "experiments",
+    "EXPERIMENTS": "experiments",
+    "length_experiment": "experiments",
+    "mbpp_experiment": "experiments",
+    "hacking_experiment": "experiments",
+    # where the files are; reading recorded runs
+    "read_jsonl": "run_files",
+    "load_run": "run_files",
+    "list_runs": "run_files",
+    "RecordedRun": "run_files",
+    "series": "run_files",
+    # plots
     "LivePlot": "plots",
     "plot_metrics": "plots",
     "save_curves": "plots",
-    "read_metrics": "plots",
+    "plot_run": "plots",
+    "compare_runs": "plots",
     # rollouts
     "sample_group": "rollout",
     "sample_for_profile": "rollout",
@@ -81,14 +98,13 @@ _EXPORTS: dict[str, str] = {
     "Diagnosis": "diagnosis",
     "Finding": "diagnosis",
     # the signal check (notebook 08)
-    "signal_check": "task_signal",
-    "summarize_groups": "task_signal",
-    "SignalReport": "task_signal",
-    "expected_zero_std_fraction": "task_signal",
-    "zero_std_chance": "task_signal",
-    "simulate_scores": "task_signal",
-    "plot_signal": "task_signal",
-    "plot_runs": "task_signal",
+    "signal_check": "group_signal",
+    "summarize_groups": "group_signal",
+    "SignalReport": "group_signal",
+    "expected_zero_std_fraction": "group_signal",
+    "zero_std_chance": "group_signal",
+    "simulate_scores": "group_signal",
+    "plot_signal": "group_signal",
     "load_mbpp": "mbpp",
     "load_problems": "mbpp",
     "read_problems": "mbpp",

@@ -53,13 +53,32 @@ def group_advantages(
     grouped = rewards.view(-1, group_size)
     centered = grouped - grouped.mean(dim=1, keepdim=True)
     # rounding in the mean must not leak a signal out of a group with no variation
-    no_variation = (grouped == grouped[:, :1]).all(dim=1, keepdim=True)
-    centered = centered.masked_fill(no_variation, 0.0)
+    centered = centered.masked_fill(flat_groups(rewards, group_size).unsqueeze(1), 0.0)
     if scale == "group":
         centered = centered / (grouped.std(dim=1, keepdim=True) + eps)
     elif scale == "batch":
         centered = centered / (rewards.std() + eps)
     return centered.reshape(-1)
+
+
+def flat_groups(rewards: Tensor | Sequence[float], group_size: int) -> Tensor:
+    """Which groups have no variation: every reward in the group is the same number.
+
+    The one definition of a group with no signal, used for the advantages (such a group gets
+    exactly 0), the loop's ``frac_reward_zero_std``, the signal check and the group widget.
+    TRL tests ``std`` against 0 with ``atol=1e-8``; the two agree unless two rewards of a group
+    differ by less than about 1e-8.
+
+    Args:
+        rewards: ``[B]``, group after group.
+        group_size: completions per prompt (k), at least 2.
+
+    Returns:
+        ``[B // group_size]`` bool.
+    """
+    rewards = _as_reward_tensor(rewards)
+    grouped = rewards.view(-1, _check_grouping(rewards, group_size, "group"))
+    return (grouped == grouped[:, :1]).all(dim=1)
 
 
 def _as_reward_tensor(rewards: Tensor | Sequence[float]) -> Tensor:

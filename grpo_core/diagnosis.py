@@ -2,7 +2,7 @@
 
 The lecture's last slide: "Read the curves: reward, KL, and completion length reveal hacking,
 collapse, and length gaming". :func:`diagnose` reads a run's per-step metric dicts (TRL's
-names, COURSE.md section 3: our loop's ``metrics.jsonl`` or TRL's logs) and checks six
+names: our loop's ``metrics.jsonl`` or TRL's logs) and checks six
 symptoms, each from the metrics that reveal it:
 
 =================  ===============================================================
@@ -22,23 +22,20 @@ error. Trends are judged with the Spearman rank correlation between step and val
 go up or down, whatever the scale) and the means of the first and last fifth of the run
 (thirds for a short series, such as a held-out score logged every few steps).
 
-:func:`plot_run` and :func:`compare_runs` draw runs with the live plot's code
-(``grpo_core.plots.plot_metrics``), the findings shaded in the panel that revealed them.
-Reads metrics and nothing else: no torch, no model, no training loop (notebooks 09 and 11).
+Only the checks live here: ``grpo_core.plots.plot_run`` draws a run with its findings shaded,
+and ``grpo_core.run_files`` reads run folders. Reads metrics and nothing else: no torch, no
+model, no training loop (notebooks 09 and 11).
 """
 
 from __future__ import annotations
 
-import json
 import math
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-RUNS_DIR = Path(__file__).resolve().parent.parent / "data" / "runs"
-Records = Sequence[dict[str, Any]]  # one dict of metrics per step (TRL's names)
+from grpo_core.run_files import RecordedRun, StepMetrics, load_run, series
 
 FLAGGED, TRANSIENT, OK, NOT_MEASURED = "flagged", "transient", "ok", "not measured"
 STATUSES = (FLAGGED, TRANSIENT, OK, NOT_MEASURED)
@@ -215,57 +212,6 @@ class Diagnosis:
         return f"Diagnosis(run={self.run!r}, steps={self.steps}, flagged={self.symptoms})"
 
 
-@dataclass
-class RecordedRun:
-    """A run folder written by ``python -m grpo_core.train``: its records and its config."""
-
-    name: str
-    records: list[dict[str, Any]]
-    config: dict[str, Any] = field(default_factory=dict)
-    path: Path | None = None
-
-
-def load_run(path: str | Path) -> RecordedRun:
-    """Read ``<path>/metrics.jsonl`` and ``<path>/config.json`` (or a ``metrics.jsonl`` path)."""
-    path = Path(path)
-    folder = path.parent if path.is_file() else path
-    metrics = path if path.is_file() else path / "metrics.jsonl"
-    if not metrics.exists():
-        raise FileNotFoundError(f"no metrics.jsonl at {metrics}")
-    records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-    config_file = folder / "config.json"
-    config = json.loads(config_file.read_text()) if config_file.exists() else {}
-    return RecordedRun(folder.name, records, config, folder)
-
-
-def list_runs(root: str | Path = RUNS_DIR) -> list[Path]:
-    """The run folders under ``root`` (``data/runs`` by default) with a non-empty metrics.jsonl."""
-    root = Path(root)
-    found = root.glob("*/metrics.jsonl") if root.exists() else []
-    return sorted((p.parent for p in found if p.stat().st_size > 0), key=_natural)
-
-
-def _natural(path: Path) -> list[Any]:
-    """Sort key: ``exp2-mbpp-k2`` before ``exp2-mbpp-k16`` (numbers compared as numbers)."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.name)]
-
-
-# --- small statistics on series ------------------------------------------------------------
-
-def series(records: Sequence[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
-    """``(steps, values)`` of ``key`` over the records that have a finite number for it.
-
-    Sparse metrics (``eval/...``, logged every few steps) give only the steps that have them.
-    """
-    steps, values = [], []
-    for index, record in enumerate(records, start=1):
-        value = record.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            steps.append(int(record.get("step", index)))
-            values.append(float(value))
-    return steps, values
-
-
 def _ranks(values: Sequence[float]) -> list[float]:
     order = sorted(range(len(values)), key=lambda i: values[i])
     ranks = [0.0] * len(values)
@@ -366,7 +312,7 @@ def _finding(symptom: str, status: str, evidence: str, *, metric: str | None = N
 
 # --- the six checks ------------------------------------------------------------------------
 
-def _level_check(records: Records, symptom: str, key: str, high: float, t: Thresholds,
+def _level_check(records: StepMetrics, symptom: str, key: str, high: float, t: Thresholds,
                  explain: str) -> Finding:
     """A symptom that shows as a metric at or above ``high``: where, how often, still at the end?"""
     steps, values = series(records, key)
@@ -390,7 +336,7 @@ def _level_check(records: Records, symptom: str, key: str, high: float, t: Thres
                     value=peak)
 
 
-def check_no_signal(records: Records, t: Thresholds) -> Finding:
+def check_no_signal(records: StepMetrics, t: Thresholds) -> Finding:
     """``frac_reward_zero_std`` >= ``t.zero_std_high`` at many steps or at the end."""
     finding = _level_check(records, "no signal", "frac_reward_zero_std", t.zero_std_high, t,
                            "most groups gave every completion the same reward (advantage 0)")
@@ -403,7 +349,7 @@ def check_no_signal(records: Records, t: Thresholds) -> Finding:
     return finding
 
 
-def check_truncation(records: Records, t: Thresholds,
+def check_truncation(records: StepMetrics, t: Thresholds,
                      max_new_tokens: int | None = None) -> Finding:
     """``completions/clipped_ratio`` >= ``t.clipped_high`` at many steps or at the end."""
     budget = f" ({max_new_tokens} new tokens)" if max_new_tokens else ""
@@ -415,7 +361,7 @@ def _is_length_reward(name: str) -> bool:
     return "length" in name.lower()
 
 
-def check_length_gaming(records: Records, t: Thresholds, trained: Sequence[str] = ()) -> Finding:
+def check_length_gaming(records: StepMetrics, t: Thresholds, trained: Sequence[str] = ()) -> Finding:
     """Length rises (rho >= ``t.trend_rho``, x ``t.length_growth``) with a rising reward that
     it is rank-correlated with, and no trained reward is a length reward."""
     key = "completions/mean_length"
@@ -454,17 +400,17 @@ def check_length_gaming(records: Records, t: Thresholds, trained: Sequence[str] 
                     metric=key, value=growth)
 
 
-def _names_in(records: Records) -> set[str]:
+def _names_in(records: StepMetrics) -> set[str]:
     return {key for record in records for key in record}
 
 
-def logged_rewards(records: Records) -> list[str]:
+def logged_rewards(records: StepMetrics) -> list[str]:
     """The reward functions with a ``rewards/<fn>/mean`` metric, in name order."""
     return sorted({k.split("/")[1] for k in _names_in(records)
                    if k.startswith("rewards/") and k.endswith("/mean") and k.count("/") == 2})
 
 
-def trained_rewards(records: Records, config: dict[str, Any] | None = None) -> list[str]:
+def trained_rewards(records: StepMetrics, config: dict[str, Any] | None = None) -> list[str]:
     """The reward functions the run trained on: those with a weight other than 0.
 
     From ``config.json`` (``reward_funcs`` and ``reward_weights``) when given. Otherwise from
@@ -486,7 +432,7 @@ def trained_rewards(records: Records, config: dict[str, Any] | None = None) -> l
     return logged
 
 
-def find_true_score(records: Records, trained: Sequence[str] | None = None) -> str | None:
+def find_true_score(records: StepMetrics, trained: Sequence[str] | None = None) -> str | None:
     """The held-out true score: an ``eval/<fn>`` whose ``fn`` the run did not train on.
 
     ``trained`` defaults to :func:`trained_rewards` of the records. Prefers
@@ -511,7 +457,7 @@ def _rises(x: Trend, t: Thresholds) -> bool:
     return x.change > t.sparse_rise
 
 
-def check_hacking(records: Records, t: Thresholds, proxy: str | None = None,
+def check_hacking(records: StepMetrics, t: Thresholds, proxy: str | None = None,
                   true_score: str | None = None, trained: Sequence[str] | None = None) -> Finding:
     """The proxy rises while the true score changes by at most ``t.true_flat``.
 
@@ -562,7 +508,7 @@ def check_hacking(records: Records, t: Thresholds, proxy: str | None = None,
                     value=p.change - q.change)
 
 
-def _context(records: Records, true_score: str, trained: Sequence[str],
+def _context(records: StepMetrics, true_score: str, trained: Sequence[str],
              skip: set[str] = frozenset()) -> str:
     """What else was logged: the proxy on the held-out problems (``eval/<trained fn>``) and
     the true score on the training samples (``rewards/<fn>/mean`` of a weight-0 reward)."""
@@ -580,7 +526,7 @@ def _context(records: Records, true_score: str, trained: Sequence[str],
     return "; ".join(said)
 
 
-def check_collapse(records: Records, t: Thresholds) -> Finding:
+def check_collapse(records: StepMetrics, t: Thresholds) -> Finding:
     """Entropy and ``reward_std`` both fall (rho <= -``t.trend_rho``) to at most
     ``t.collapse_ratio`` of their first-fifth level."""
     e_steps, entropy = series(records, "entropy")
@@ -606,7 +552,7 @@ def check_collapse(records: Records, t: Thresholds) -> Finding:
     return _finding("collapse", OK, f"{said}: {why}", value=e.last)
 
 
-def check_kl(records: Records, t: Thresholds) -> Finding:
+def check_kl(records: StepMetrics, t: Thresholds) -> Finding:
     """``kl`` >= ``t.kl_limit``, or >= ``t.kl_floor`` and ``t.kl_spike`` x the median of up
     to ten earlier steps."""
     steps, values = series(records, "kl")
@@ -633,7 +579,7 @@ def check_kl(records: Records, t: Thresholds) -> Finding:
     return _finding("KL blow-up", FLAGGED, f"{shown}{rising}", steps=hits, value=peak)
 
 
-def _rising_rewards(records: Records, hits: Sequence[int]) -> str:
+def _rising_rewards(records: StepMetrics, hits: Sequence[int]) -> str:
     """Reward components that climbed up to the KL spike (the lecture's hacking tell)."""
     keys = sorted(k for k in _names_in(records) if k.startswith("rewards/") and k.endswith("/mean"))
     risers = []
@@ -711,106 +657,3 @@ def symptom_table():
 
     return pd.DataFrame([{"symptom": s, "metric": m, "what you see": see, "fix": fix}
                          for s, (m, see, fix) in SYMPTOMS.items()])
-
-
-# --- curves with the findings marked (the live plot's code, grpo_core.plots) ----------------
-
-# the live plot's panels plus the two that reading a run needs: truncation and grad_norm
-READING_PANELS: list[tuple[str, list[str], str | None]] = [
-    ("reward", ["reward"], None),
-    ("completion length", ["completions/mean_length"], "completions/mean_chars"),
-    ("truncated (clipped_ratio)", ["completions/clipped_ratio"], None),
-    ("frac_reward_zero_std", ["frac_reward_zero_std"], None),
-    ("grad_norm", ["grad_norm"], None),
-    ("entropy", ["entropy"], None),
-    ("KL to the reference", ["kl"], None),
-    ("clip ratio", ["clip_ratio/region_mean"], None),
-]
-HELD_OUT_PANEL = "held-out evaluation"
-# symptom -> the panel where its steps are shaded
-SYMPTOM_PANELS = {
-    "no signal": "frac_reward_zero_std",
-    "truncation": "truncated (clipped_ratio)",
-    "length gaming": "completion length",
-    "hacking": HELD_OUT_PANEL,
-    "collapse": "entropy",
-    "KL blow-up": "KL to the reference",
-}
-
-
-def panels_for(records: Sequence[dict[str, Any]]) -> list[tuple[str, list[str], str | None]]:
-    """``READING_PANELS``, plus a panel of the ``eval/...`` metrics when the run has any."""
-    evals = sorted(k for k in _names_in(records) if k.startswith("eval/"))
-    return [*READING_PANELS, *([(HELD_OUT_PANEL, evals, None)] if evals else [])]
-
-
-def plot_run(
-    metrics: Sequence[dict[str, Any]] | RecordedRun | str | Path,
-    diagnosis: Diagnosis | None = None,
-    *,
-    title: str | None = None,
-    targets: dict[str, float] | None = None,
-):
-    """The run's curves (``grpo_core.plots.plot_metrics``, the live plot's code) with the
-    steps of each flagged (red) or transient (orange) finding shaded in its panel.
-
-    Returns a ``matplotlib.figure.Figure``.
-    """
-    from grpo_core.plots import plot_metrics
-
-    if isinstance(metrics, (str, Path)):
-        metrics = load_run(metrics)
-    if isinstance(metrics, RecordedRun):
-        title = title or metrics.name
-        metrics = metrics.records
-    records = list(metrics)
-    fig = plot_metrics(records, title=title, targets=targets, panels=panels_for(records))
-    if diagnosis is not None:
-        axes = {ax.get_title(): ax for ax in fig.axes if ax.get_title()}
-        for finding in diagnosis:
-            ax = axes.get(SYMPTOM_PANELS.get(finding.symptom, ""))
-            if ax is None or not finding.steps or finding.status not in (FLAGGED, TRANSIENT):
-                continue
-            color = "tab:red" if finding.flagged else "tab:orange"
-            for start, end in _runs_of(finding.steps):
-                ax.axvspan(start - 0.5, end + 0.5, color=color, alpha=0.15, linewidth=0)
-            ax.set_title(f"{ax.get_title()}\n{finding.symptom}: {finding.status}", fontsize=9,
-                         color=color)
-    return fig
-
-
-def _runs_of(steps: Sequence[int]) -> list[tuple[int, int]]:
-    spans = []
-    for part in format_steps(steps).split(", "):
-        first, _, last = part.partition("-")
-        spans.append((int(first), int(last or first)))
-    return spans
-
-
-COMPARE_KEYS = ("frac_reward_zero_std", "completions/clipped_ratio", "entropy",
-                "completions/mean_length", "grad_norm", "kl")
-
-
-def compare_runs(runs: Sequence[RecordedRun], keys: Sequence[str] = COMPARE_KEYS):
-    """One panel per metric with every run's curve in it, drawn by ``plot_metrics``.
-
-    Rewards are left out on purpose: each experiment has its own scale. The records are
-    merged step by step as ``{"step": s, "<run name>:<metric>": value}`` so the live plot's
-    code draws them; a legend names the runs.
-    """
-    from grpo_core.plots import plot_metrics
-
-    merged: dict[int, dict[str, Any]] = {}
-    for run in runs:
-        for key in keys:
-            for step, value in zip(*series(run.records, key), strict=True):
-                merged.setdefault(step, {"step": step})[f"{run.name}:{key}"] = value
-    records = [merged[step] for step in sorted(merged)]
-    panels = [(key, [f"{run.name}:{key}" for run in runs], None) for key in keys]
-    fig = plot_metrics(records, panels=panels, title="recorded runs side by side")
-    for ax in fig.axes:
-        if ax.lines:
-            for line in ax.lines:
-                line.set_label(line.get_label().rsplit(":", 1)[0])
-            ax.legend(fontsize=7)
-    return fig

@@ -14,8 +14,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from grpo_core.loop import Evaluator, RewardFn, call_reward, group_columns, reward_name
+from grpo_core.rewards import RewardFn
 from grpo_core.rollout import chat_prompt, sample_group
+from grpo_core.scoring import call_reward, group_columns, reward_list, reward_name
+
+# evaluate(model, tokenizer, step) -> {"eval/<name>": value}: held-out measures (e.g. the true
+# score beside a proxy reward) that join the metrics of the steps they ran after (``train``'s
+# ``evaluate`` hook)
+Evaluator = Callable[[Any, Any, int], dict[str, float]]
 
 
 @torch.no_grad()
@@ -45,9 +51,9 @@ def score_samples(
         ``({reward name: [N, k] scores}, texts)``: row ``i`` of each tensor holds prompt
         ``i``'s k scores; ``texts`` are the ``N * k`` completions, group after group.
     """
-    funcs = [reward_funcs] if callable(reward_funcs) else list(reward_funcs)
-    if samples_per_prompt < 1 or not rows or not funcs:
-        raise ValueError("score_samples needs rows, a reward function and samples_per_prompt >= 1")
+    funcs, _ = reward_list(reward_funcs)
+    if samples_per_prompt < 1 or not rows:
+        raise ValueError("score_samples needs rows and samples_per_prompt >= 1")
     scores: dict[str, list[Tensor]] = {reward_name(fn): [] for fn in funcs}
     texts: list[str] = []
     for start in range(0, len(rows), prompts_per_batch):

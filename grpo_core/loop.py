@@ -10,7 +10,8 @@ are kept, a checkpoint is saved in ``<out_dir>/checkpoint/``, and ``train(..., r
 continues from it with the next step number. An exception (e.g. in a reward function) also
 saves a checkpoint, then propagates.
 
-Imports the math, rollouts and profiles; never the plots (a plot is passed in as a callback).
+Imports the math, rollouts, rewards (``grpo_core.scoring`` calls them) and profiles; never the
+plots (a plot is passed in as a callback).
 """
 
 from __future__ import annotations
@@ -25,35 +26,30 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
-from grpo_core.advantages import SCALES, group_advantages
+from grpo_core.advantages import SCALES, flat_groups, group_advantages
 from grpo_core.logprobs import token_logprobs
-from grpo_core.loss import LOSS_TYPES, grpo_loss
+from grpo_core.loss import LOSS_TYPES, grpo_loss, masked_mean
 from grpo_core.profiles import Profile
+from grpo_core.rewards import RewardFn
 from grpo_core.rollout import Rollout, chat_prompt, sample_group
+from grpo_core.run_files import CONFIG_FILE, METRICS_FILE, read_jsonl
+from grpo_core.scoring import compute_rewards, group_columns, reward_list, reward_name
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-RewardFn = Callable[..., Sequence[float]]
+    from grpo_core.evaluation import Evaluator
+
 Callback = Callable[[dict[str, Any]], Any]
-# evaluate(model, tokenizer, step) -> {"eval/<name>": value}: held-out measures (e.g. the true
-# score beside a proxy reward) that join the metrics of the steps they ran after
-Evaluator = Callable[[Any, Any, int], dict[str, float]]
-METRICS_FILE = "metrics.jsonl"
-CONFIG_FILE = "config.json"
 CHECKPOINT_DIR = "checkpoint"
 STATE_FILE = "trainer_state.json"
-
-
-class RewardError(ValueError):
-    """A reward function failed or returned something unusable; the message names it."""
 
 
 @dataclass
@@ -186,73 +182,6 @@ class RunResult:
     last_texts: list[str] = field(default_factory=list)
 
 
-# ----------------------------------------------------------------------------- rewards
-
-
-def reward_name(fn: Callable[..., Any]) -> str:
-    """The name TRL logs a reward function under (``rewards/<name>/mean``)."""
-    inner = getattr(fn, "func", fn)  # functools.partial
-    return getattr(inner, "__name__", type(inner).__name__)
-
-
-def call_reward(fn: RewardFn, completions: list[str], columns: dict[str, list[Any]]) -> Tensor:
-    """Call one reward function with TRL's signature and check what it returns.
-
-    ``fn(completions=[...], prompts=[...], **other_columns)`` must return one finite number
-    per completion.
-
-    Returns:
-        ``[B]`` float32.
-
-    Raises:
-        RewardError: it raised, returned the wrong number of values, or a value that is not a
-            finite number (NaN, None, a string...). The message names the function.
-    """
-    name = reward_name(fn)
-    try:
-        values = fn(completions=completions, **columns)
-    except Exception as error:
-        raise RewardError(f"reward function {name!r} raised {type(error).__name__}: {error}") from error
-    try:
-        values = list(values)
-    except TypeError:
-        raise RewardError(
-            f"reward function {name!r} must return a list of numbers, got {type(values).__name__}"
-        ) from None
-    if len(values) != len(completions):
-        raise RewardError(
-            f"reward function {name!r} returned {len(values)} values for {len(completions)} "
-            "completions: it must return exactly one number per completion"
-        )
-    floats = []
-    for index, value in enumerate(values):
-        if isinstance(value, Tensor) and value.numel() == 1:
-            value = value.item()
-        if not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
-            raise RewardError(
-                f"reward function {name!r} returned {value!r} for completion {index}: every "
-                "reward must be a finite number (no NaN, inf, None or strings)"
-            )
-        floats.append(float(value))
-    return torch.tensor(floats, dtype=torch.float32)
-
-
-def compute_rewards(
-    reward_funcs: Sequence[RewardFn],
-    weights: Sequence[float],
-    completions: list[str],
-    columns: dict[str, list[Any]],
-) -> tuple[Tensor, dict[str, Tensor]]:
-    """Weighted sum of several reward functions, as TRL's ``reward_weights``.
-
-    Returns:
-        ``(total [B], {name: raw [B]})``.
-    """
-    per_fn = {reward_name(fn): call_reward(fn, completions, columns) for fn in reward_funcs}
-    total = sum(w * r for w, r in zip(weights, per_fn.values(), strict=True))
-    return total, per_fn
-
-
 # ----------------------------------------------------------------------------- one rollout
 
 
@@ -278,14 +207,6 @@ def choose_prompts(rows: list[dict[str, Any]], count: int, seed: int, step: int)
     if count > len(rows):
         raise ValueError(f"prompts_per_step={count} but only {len(rows)} prompts are available")
     return random.Random(f"{seed}-{step}").sample(rows, count)
-
-
-def group_columns(rows: Sequence[dict[str, Any]], group_size: int) -> dict[str, list[Any]]:
-    """The rows' columns as reward-function keyword arguments, each value repeated once per
-    completion of its group (``[r0 x k, r1 x k, ...]``); ``prompt`` becomes TRL's ``prompts``."""
-    columns = {key: [row[key] for row in rows for _ in range(group_size)] for key in rows[0]}
-    columns["prompts"] = columns.pop("prompt")
-    return columns
 
 
 def make_rollout(run: _Run, step: int) -> Batch:
@@ -321,14 +242,12 @@ def rollout_metrics(
     rollout: Rollout, total: Tensor, per_fn: dict[str, Tensor], group_size: int
 ) -> dict[str, float]:
     """TRL's generation metrics for one rollout (plus ``completions/mean_chars``)."""
-    grouped_std = total.view(-1, group_size).std(dim=1)
     lengths = rollout.lengths.float()
     metrics = {"reward": total.mean().item(), "reward_std": total.std().item()}
     for name, values in per_fn.items():
         metrics[f"rewards/{name}/mean"] = values.mean().item()
         metrics[f"rewards/{name}/std"] = values.std().item()
-    metrics["frac_reward_zero_std"] = torch.isclose(
-        grouped_std, torch.zeros_like(grouped_std), atol=1e-8).float().mean().item()
+    metrics["frac_reward_zero_std"] = flat_groups(total, group_size).float().mean().item()
     metrics["completions/mean_length"] = lengths.mean().item()
     metrics["completions/min_length"] = lengths.min().item()
     metrics["completions/max_length"] = lengths.max().item()
@@ -379,7 +298,7 @@ def update(run: _Run, batch: Batch) -> dict[str, float]:
         (loss * share).backward()
         loss_value += loss.item() * share
         token_share = (mask[rows].sum() / total_tokens).item()
-        metrics["entropy"] = _masked_mean(entropy, mask[rows])
+        metrics["entropy"] = masked_mean(entropy, mask[rows]).item()
         for key, value in metrics.items():
             sums[key] = sums.get(key, 0.0) + value * token_share
         ratio_min, ratio_max = _ratio_extremes(logps, old, mask[rows], ratio_min, ratio_max)
@@ -388,11 +307,6 @@ def update(run: _Run, batch: Batch) -> dict[str, float]:
     run.optimizer.step()
     return {**sums, "ratio/min": ratio_min, "ratio/max": ratio_max, "loss": loss_value,
             "grad_norm": grad_norm.item(), "learning_rate": cfg.learning_rate}
-
-
-def _masked_mean(values: Tensor, mask: Tensor) -> float:
-    mask = mask.to(values.dtype)
-    return ((values * mask).sum() / mask.sum().clamp(min=1)).item()
 
 
 def _ratio_extremes(logps: Tensor, old: Tensor | None, mask: Tensor, low: float, high: float):
@@ -471,7 +385,7 @@ class MetricsLog:
         self._file = None
         if self.path is None:
             return
-        kept = [r for r in read_jsonl(self.path) if keep_up_to and r.get("step", 0) <= keep_up_to]
+        kept = [r for r in read_jsonl(self.path, missing_ok=True) if keep_up_to and r.get("step", 0) <= keep_up_to]
         self._file = self.path.open("w")
         for record in kept:
             self.write(record)
@@ -484,14 +398,6 @@ class MetricsLog:
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """The records of a ``metrics.jsonl`` (an empty list if it does not exist)."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def save_checkpoint(run: _Run, out_dir: Path, step: int) -> Path:
@@ -624,12 +530,7 @@ def train(
 
 def _start(model, tokenizer, prompts, reward_funcs, config, reward_weights) -> _Run:
     config.validate()
-    funcs = [reward_funcs] if callable(reward_funcs) else list(reward_funcs)
-    if not funcs:
-        raise ValueError("train needs at least one reward function")
-    weights = [1.0] * len(funcs) if reward_weights is None else [float(w) for w in reward_weights]
-    if len(weights) != len(funcs):
-        raise ValueError(f"{len(weights)} reward_weights for {len(funcs)} reward functions")
+    funcs, weights = reward_list(reward_funcs, reward_weights)
     rows = as_rows(prompts)
     if config.prompts_per_step > len(rows):
         raise ValueError(f"prompts_per_step={config.prompts_per_step} but only {len(rows)} prompts")
@@ -696,7 +597,3 @@ def _finish(run: _Run, result: RunResult, log: MetricsLog, out: Path | None) -> 
     if out is not None and run.config.save_checkpoint and result.step > 0:
         save_checkpoint(run, out, result.step)
 
-
-def config_fields() -> list[str]:
-    """The names of :class:`TrainConfig`'s fields (for command-line options)."""
-    return [f.name for f in fields(TrainConfig)]

@@ -153,7 +153,7 @@ def grpo_loss(
     if beta != 0.0:
         kl = kl_k3(logps, ref_token_logps.masked_fill(~keep, 0.0)) * ratio
         per_token_loss = per_token_loss + beta * kl
-        metrics["kl"] = _masked_mean(kl.detach(), mask).item()
+        metrics["kl"] = masked_mean(kl.detach(), mask).item()
     loss = aggregate_loss(
         per_token_loss,
         mask,
@@ -237,7 +237,7 @@ def clip_metrics(
     is_low = (ratio < 1 - low) & (advantages < 0)
     is_high = (ratio > 1 + high) & (advantages > 0)
     fractions = torch.stack(
-        [_masked_mean(flags.float(), mask) for flags in (is_low, is_high, is_low | is_high)]
+        [masked_mean(flags.float(), mask) for flags in (is_low, is_high, is_low | is_high)]
     )
     low_mean, high_mean, region_mean = fractions.tolist()  # one device sync for all three
     return {
@@ -253,7 +253,15 @@ def _clipped_objective(ratio: Tensor, advantages: Tensor, low: float, high: floa
     return -torch.min(ratio * advantages, clipped * advantages)
 
 
-def _masked_mean(values: Tensor, mask: Tensor) -> Tensor:
+def masked_mean(values: Tensor, mask: Tensor) -> Tensor:
+    """Mean of ``values`` over the positions where ``mask`` is 1 (0 for an empty mask).
+
+    Args:
+        values: ``[B, T]``; mask: ``[B, T]`` of 0/1 (bool, int or float).
+
+    Returns:
+        a scalar tensor.
+    """
     mask = mask.to(values.dtype)
     return (values * mask).sum() / mask.sum().clamp(min=1.0)
 

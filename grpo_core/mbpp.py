@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from grpo_core.run_files import PROBLEMS_FILE, REPO_ROOT
+
 HUB_ID = "google-research-datasets/mbpp"
 ENV_DIR = "GRPO_MBPP_DIR"
 FILE_NAMES = {"full": "mbpp.jsonl", "sanitized": "sanitized-mbpp.json"}
@@ -29,8 +31,8 @@ FILE_NAMES = {"full": "mbpp.jsonl", "sanitized": "sanitized-mbpp.json"}
 SPLITS = {"prompt": (1, 10), "test": (11, 510), "validation": (511, 600), "train": (601, 974)}
 COLUMNS = ("task_id", "text", "code", "tests", "setup_code", "challenge_tests", "entry_point")
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-PROBLEMS_PATH = REPO_ROOT / "data" / "problems.jsonl"
+# where the course's checks keep a local copy: a ``shared/mbpp`` folder beside the clone
+SHARED_MBPP = None if REPO_ROOT is None else REPO_ROOT.parent / "shared" / "mbpp"
 
 
 class MBPPUnavailableError(RuntimeError):
@@ -100,7 +102,7 @@ def local_mbpp_file(config: str = "full",
                     directory: str | os.PathLike[str] | None = None) -> Path | None:
     """The local copy to use: ``directory``, else ``$GRPO_MBPP_DIR``, else a ``shared/mbpp``
     folder next to the repository (where the course's checks keep it). None if absent."""
-    candidates = [directory, os.environ.get(ENV_DIR), REPO_ROOT.parent / "shared" / "mbpp"]
+    candidates = [directory, os.environ.get(ENV_DIR), SHARED_MBPP]
     for folder in candidates:
         if folder:
             path = Path(folder)
@@ -143,8 +145,7 @@ def _load_from_hub(config: str, split: str) -> Any:
 
 
 def _unavailable_message(config: str, path: Any, hub_error: Exception | None) -> str:
-    tried = f"path={path!r}, ${ENV_DIR}={os.environ.get(ENV_DIR)!r} and " \
-            f"{REPO_ROOT.parent / 'shared' / 'mbpp'}"
+    tried = f"path={path!r}, ${ENV_DIR}={os.environ.get(ENV_DIR)!r} and {SHARED_MBPP}"
     hub = f"the Hub ({HUB_ID!r}) failed: {type(hub_error).__name__}: {hub_error}" \
         if hub_error is not None else "the Hub was not tried (source='local')"
     return (f"MBPP ({config}) is not available: no local {FILE_NAMES[config]} was found "
@@ -166,10 +167,10 @@ def rows_to_dataset(rows: Iterable[dict[str, Any]]) -> Any:
 
 def read_problems(path: str | os.PathLike[str] | None = None,
                   difficulty: str | None = None) -> list[dict[str, Any]]:
-    """The course's problem set (``data/problems.jsonl``) as rows, optionally one difficulty
+    """The course's problem set (``grpo_core/data/problems.jsonl``) as rows, optionally one difficulty
     (``"very easy"``, ``"easy"``, ``"medium"``). No ``datasets`` needed."""
     rows = []
-    with open(path or PROBLEMS_PATH, encoding="utf-8") as handle:
+    with open(path or PROBLEMS_FILE, encoding="utf-8") as handle:
         for line in handle:
             if line.strip():
                 row = {"challenge_tests": [], **json.loads(line)}

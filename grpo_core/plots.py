@@ -1,10 +1,12 @@
 """Training curves from per-step metrics: reward, completion length, zero-std groups, KL, clip.
 
-Reads metric dicts (TRL's names, COURSE.md section 3) and nothing else, so the same plot serves
+Reads metric dicts (TRL's names) and nothing else, so the same plot serves
 our loop (``metrics.jsonl``, or a live callback) and TRL's ``GRPOTrainer`` (its ``on_log``).
 
 - :func:`plot_metrics` draws a figure from a list of records;
 - :func:`save_curves` writes it to a PNG (``curves.png``);
+- :func:`plot_run` draws a recorded run with ``diagnose``'s findings shaded in the panel that
+  revealed them; :func:`compare_runs` puts several runs' curves side by side;
 - :class:`LivePlot` redraws every N steps: in a notebook it updates one image in place,
   elsewhere it rewrites a PNG. It is a callback for ``grpo_core.loop.train`` (called with each
   step's dict) and duck-types a transformers ``TrainerCallback`` for TRL (``on_log``).
@@ -16,10 +18,14 @@ the backend, opens a window, or leaks figures.
 from __future__ import annotations
 
 import io
-import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from grpo_core.run_files import RecordedRun, StepMetrics, load_run, series
+
+if TYPE_CHECKING:
+    from grpo_core.diagnosis import Diagnosis
 
 # (title, metric keys on the left axis, metric key on a right axis or None)
 PANELS: list[tuple[str, list[str], str | None]] = [
@@ -35,22 +41,6 @@ LABELS = {
     "completions/mean_chars": "characters",
     "clip_ratio/region_mean": "region",
 }
-
-
-def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """The records of a ``metrics.jsonl`` file, in order."""
-    text = Path(path).read_text()
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
-def _series(records: Sequence[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
-    steps, values = [], []
-    for index, record in enumerate(records, start=1):
-        value = record.get(key)
-        if isinstance(value, (int, float)) and value == value:  # skips None and NaN
-            steps.append(record.get("step", index))
-            values.append(value)
-    return steps, values
 
 
 def plot_metrics(
@@ -94,14 +84,14 @@ def _draw_panel(ax, records, name, left_keys, right_key, targets) -> None:
     ax.tick_params(labelsize=8)
     drawn = False
     for key in left_keys:
-        steps, values = _series(records, key)
+        steps, values = series(records, key)
         if steps:
             ax.plot(steps, values, marker=".", label=LABELS.get(key, key))
             drawn = True
         if key in targets:
             ax.axhline(targets[key], linestyle="--", color="gray", linewidth=1)
     if right_key is not None:
-        steps, values = _series(records, right_key)
+        steps, values = series(records, right_key)
         if steps:
             twin = ax.twinx()
             twin.plot(steps, values, color="tab:orange", marker=".", label=LABELS.get(right_key))
@@ -112,8 +102,8 @@ def _draw_panel(ax, records, name, left_keys, right_key, targets) -> None:
             ax.set_ylabel(LABELS.get(left_keys[0], ""), color="tab:blue", fontsize=8)
             drawn = True
     if name == "reward":
-        steps, means = _series(records, "reward")
-        _, stds = _series(records, "reward_std")
+        steps, means = series(records, "reward")
+        _, stds = series(records, "reward_std")
         if steps and len(stds) == len(means):
             low = [m - s for m, s in zip(means, stds, strict=True)]
             high = [m + s for m, s in zip(means, stds, strict=True)]
@@ -237,3 +227,141 @@ class LivePlot:
 
 def _ignore_event(*args: Any, **kwargs: Any) -> None:
     return None
+
+
+# --- reading a run: its curves with the findings marked, and runs side by side -------------
+
+# the live plot's panels plus the two that reading a run needs: truncation and grad_norm
+READING_PANELS: list[tuple[str, list[str], str | None]] = [
+    ("reward", ["reward"], None),
+    ("completion length", ["completions/mean_length"], "completions/mean_chars"),
+    ("truncated (clipped_ratio)", ["completions/clipped_ratio"], None),
+    ("frac_reward_zero_std", ["frac_reward_zero_std"], None),
+    ("grad_norm", ["grad_norm"], None),
+    ("entropy", ["entropy"], None),
+    ("KL to the reference", ["kl"], None),
+    ("clip ratio", ["clip_ratio/region_mean"], None),
+]
+HELD_OUT_PANEL = "held-out evaluation"
+# symptom -> the panel where its steps are shaded
+SYMPTOM_PANELS = {
+    "no signal": "frac_reward_zero_std",
+    "truncation": "truncated (clipped_ratio)",
+    "length gaming": "completion length",
+    "hacking": HELD_OUT_PANEL,
+    "collapse": "entropy",
+    "KL blow-up": "KL to the reference",
+}
+COMPARE_KEYS = ("frac_reward_zero_std", "completions/clipped_ratio", "entropy",
+                "completions/mean_length", "grad_norm", "kl")
+
+
+def panels_for(records: StepMetrics) -> list[tuple[str, list[str], str | None]]:
+    """``READING_PANELS``, plus a panel of the ``eval/...`` metrics when the run has any."""
+    evals = sorted({key for record in records for key in record if key.startswith("eval/")})
+    return [*READING_PANELS, *([(HELD_OUT_PANEL, evals, None)] if evals else [])]
+
+
+def plot_run(
+    metrics: StepMetrics | RecordedRun | str | Path,
+    diagnosis: Diagnosis | None = None,
+    *,
+    title: str | None = None,
+    targets: dict[str, float] | None = None,
+):
+    """The run's curves (:func:`plot_metrics`, the live plot's code) with the steps of each
+    flagged (red) or transient (orange) finding of ``diagnosis`` shaded in its panel.
+
+    Returns a ``matplotlib.figure.Figure``.
+    """
+    if isinstance(metrics, (str, Path)):
+        metrics = load_run(metrics)
+    if isinstance(metrics, RecordedRun):
+        title = title or metrics.name
+        metrics = metrics.records
+    records = list(metrics)
+    fig = plot_metrics(records, title=title, targets=targets, panels=panels_for(records))
+    if diagnosis is not None:
+        axes = {ax.get_title(): ax for ax in fig.axes if ax.get_title()}
+        for finding in diagnosis:
+            ax = axes.get(SYMPTOM_PANELS.get(finding.symptom, ""))
+            if ax is None or not finding.steps or finding.status not in ("flagged", "transient"):
+                continue
+            color = "tab:red" if finding.flagged else "tab:orange"
+            for start, end in _spans(finding.steps):
+                ax.axvspan(start - 0.5, end + 0.5, color=color, alpha=0.15, linewidth=0)
+            ax.set_title(f"{ax.get_title()}\n{finding.symptom}: {finding.status}", fontsize=9,
+                         color=color)
+    return fig
+
+
+def _spans(steps: Sequence[int]) -> list[tuple[int, int]]:
+    """Consecutive steps as ``(first, last)`` spans: ``[1, 2, 3, 7]`` -> ``[(1, 3), (7, 7)]``."""
+    spans: list[tuple[int, int]] = []
+    for step in sorted(steps):
+        if spans and step == spans[-1][1] + 1:
+            spans[-1] = (spans[-1][0], step)
+        else:
+            spans.append((step, step))
+    return spans
+
+
+def compare_runs(
+    runs: Mapping[str, StepMetrics] | Sequence[RecordedRun],
+    keys: Sequence[str] = COMPARE_KEYS,
+    *,
+    expected: Mapping[str, Mapping[str, float]] | None = None,
+    window: int = 1,
+    title: str | None = "recorded runs side by side",
+):
+    """Several runs' curves side by side: one panel per metric, one line (one colour) per run,
+    one legend for the figure. Metrics no run logged get no panel.
+
+    Args:
+        runs: ``{label: per-step records}``, or recorded runs (labelled by their names).
+        keys: the metrics to draw (TRL's names). Rewards are not in the default: each
+            experiment has its own scale.
+        expected: ``{metric: {label: value}}`` drawn as a dashed line in the run's colour
+            (e.g. the predicted zero-std fraction of each k).
+        window: a trailing moving average over this many logged values (1: raw values).
+
+    Returns:
+        a ``matplotlib.figure.Figure``.
+    """
+    from matplotlib.figure import Figure
+
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
+    if not isinstance(runs, Mapping):
+        runs = {run.name: run.records for run in runs}
+    expected = expected or {}
+    keys = [key for key in keys if any(series(records, key)[0] for records in runs.values())]
+    if not keys:
+        raise ValueError("none of the runs logged any of the metrics asked for")
+    fig = Figure(figsize=(4.2 * min(len(keys), 3), 3.0 * -(-len(keys) // 3)), layout="constrained")
+    axes = fig.subplots(-(-len(keys) // 3), min(len(keys), 3), squeeze=False).ravel()
+    for ax, key in zip(axes, keys, strict=False):
+        for index, (label, records) in enumerate(runs.items()):
+            colour = f"C{index % 10}"
+            steps, values = series(records, key)
+            if not steps:
+                continue
+            smooth = [sum(values[max(0, i - window + 1):i + 1]) / len(values[max(0, i - window + 1):i + 1])
+                      for i in range(len(values))]
+            ax.plot(steps, smooth, color=colour, label=label)
+            if label in expected.get(key, {}):
+                ax.axhline(expected[key][label], color=colour, linestyle="--", linewidth=1)
+        ax.set_title(key + (f" ({window}-step mean)" if window > 1 else ""), fontsize=10)
+        ax.set_xlabel("step", fontsize=8)
+        ax.tick_params(labelsize=8)
+    for ax in axes[len(keys):]:
+        ax.set_visible(False)
+    legend: dict[str, Any] = {}  # one entry per run, from whichever panel has its line
+    for ax in axes[:len(keys)]:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            legend.setdefault(label, handle)
+    fig.legend(list(legend.values()), list(legend), loc="outside lower center",
+               ncols=min(len(legend), 4), fontsize=8)
+    if title:
+        fig.suptitle(title)
+    return fig

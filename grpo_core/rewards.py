@@ -48,7 +48,8 @@ LENGTH_TARGET = 20
 _OPEN, _CLOSE = "<answer>", "</answer>"
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)")
 
-RewardFunction = Callable[..., list[float]]
+# the signature TRL calls: fn(completions=[...], prompts=[...], **dataset_columns)
+RewardFn = Callable[..., Sequence[float]]
 
 
 def completion_text(completion: Any) -> str:
@@ -113,7 +114,7 @@ def _column(name: str, values: Sequence[Any] | None, size: int) -> Sequence[Any]
 
 # ---------------------------------------------------------------- length (experiment 1)
 
-def make_length_reward(target: int = LENGTH_TARGET) -> RewardFunction:
+def make_length_reward(target: int = LENGTH_TARGET) -> RewardFn:
     """A reward of ``-abs(len(completion) - target)`` characters, named ``length_reward``."""
     def length_reward(completions: Sequence[Any], **kwargs: Any) -> list[float]:
         """Replaced below by a docstring that names the target."""

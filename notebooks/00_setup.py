@@ -93,7 +93,7 @@ import time
 
 import torch
 
-from grpo_core import load_policy
+from grpo_core.models import load_policy
 
 profile = get_profile()
 start = time.perf_counter()

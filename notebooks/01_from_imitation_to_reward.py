@@ -69,7 +69,7 @@ import time
 import pandas as pd
 import torch
 
-from grpo_core import get_profile
+from grpo_core.profiles import get_profile
 
 profile = get_profile()
 print(f"profile: {profile.name} ({profile.reason}); model {profile.model_id}")
@@ -108,11 +108,11 @@ print(f"profile: {profile.name} ({profile.reason}); model {profile.model_id}")
 # is the prediction *for* token t:
 
 # %%
-from grpo_core.training_signals import signal_counts, token_cross_entropy, token_kl
+from grpo_core.imitation_signals import feedback_counts, token_cross_entropy, token_kl
 
 print(inspect.getsource(token_cross_entropy))
 print(inspect.getsource(token_kl))
-print(inspect.getsource(signal_counts))
+print(inspect.getsource(feedback_counts))
 
 # %% [markdown]
 # ### By hand first
@@ -136,7 +136,7 @@ reward = 1.0  # say a checker liked "cat sat": one number for the whole attempt
 print("SFT, -log p_t(y_t) per position:   ", sft.numpy().round(4))
 print("distillation, KL(q_t || p_t):        ", kd.numpy().round(4))
 print("RL, the reward of the whole attempt: ", reward)
-print("numbers handed to the model:", signal_counts(num_tokens=2, vocab_size=len(vocab)))
+print("numbers handed to the model:", feedback_counts(num_tokens=2, vocab_size=len(vocab)))
 
 # %% [markdown]
 # SFT's number at position 1 is −log 0.5 ≈ 0.693, and it only used one entry of p₁ (the
@@ -150,7 +150,8 @@ print("numbers handed to the model:", signal_counts(num_tokens=2, vocab_size=len
 # token (SFT also teaches the model *when to stop*).
 
 # %%
-from grpo_core import chat_prompt, load_policy
+from grpo_core.models import load_policy
+from grpo_core.rollout import chat_prompt
 
 start = time.perf_counter()
 model, tokenizer = load_policy(profile)
@@ -232,7 +233,7 @@ print("reward of the demonstration:", mentions_paris([demonstration]))
 # may well use the demonstration's very words; what changes is who wrote them):
 
 # %%
-from grpo_core import sample_group
+from grpo_core.rollout import sample_group
 
 attempt = sample_group(model, tokenizer, prompt, group_size=1,
                        max_new_tokens=profile.max_new_tokens, temperature=profile.temperature,
@@ -247,8 +248,8 @@ print("its reward:", mentions_paris(attempt.texts))
 # Eq. (1.3) for this demonstration, and for the model's own attempt:
 
 # %%
-counts = signal_counts(num_tokens=T, vocab_size=V)
-own = signal_counts(num_tokens=attempt_tokens, vocab_size=V)
+counts = feedback_counts(num_tokens=T, vocab_size=V)
+own = feedback_counts(num_tokens=attempt_tokens, vocab_size=V)
 side_by_side = pd.DataFrame({
     "signal": ["SFT", "distillation", "RL"],
     "what the model is given": ["a target token at every position",
@@ -295,7 +296,8 @@ print(side_by_side.to_string(index=False))
 
 # %%
 # NBVAL_CHECK_OUTPUT
-from grpo_core import group_advantages, policy_gradient_loss
+from grpo_core.advantages import group_advantages
+from grpo_core.loss import policy_gradient_loss
 
 win_probability = torch.tensor([0.1, 0.3, 0.5, 0.7, 0.9])  # per move
 coach = torch.tensor([0.05, 0.10, 0.15, 0.60, 0.10])  # how often the coach plays each move
@@ -351,13 +353,13 @@ for name, logits in (("imitation", imitator), ("RL", player)):
 # ## Exercises
 #
 # **1.** The model's own attempt above had `attempt_tokens` tokens. How many numbers would
-# distillation give for it, and how many would RL? Check with `signal_counts`.
+# distillation give for it, and how many would RL? Check with `feedback_counts`.
 
 # %%
 my_distillation_count = attempt_tokens * V  # your answer here
 my_rl_count = 1  # your answer here
 
-counts = signal_counts(num_tokens=attempt_tokens, vocab_size=V)
+counts = feedback_counts(num_tokens=attempt_tokens, vocab_size=V)
 assert my_distillation_count == counts["distillation"], "one probability per entry per position"
 assert my_rl_count == counts["rl"], "how many rewards does one attempt get?"
 print(f"correct: {my_distillation_count:,} numbers against {my_rl_count}")

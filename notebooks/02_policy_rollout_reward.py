@@ -56,7 +56,7 @@ import time
 import pandas as pd
 import torch
 
-from grpo_core import get_profile
+from grpo_core.profiles import get_profile
 
 profile = get_profile()
 print(f"profile: {profile.name} ({profile.reason}); group size k = {profile.group_size}, "
@@ -91,7 +91,7 @@ pd.set_option("display.max_colwidth", 70)
 # Eq. (2.3) is the lecture's `seq_logp = (token_logp * comp_mask).sum(dim=1)`. The code:
 
 # %%
-from grpo_core import completion_mask, sequence_logprob, token_logprobs
+from grpo_core.logprobs import completion_mask, sequence_logprob, token_logprobs
 
 print(inspect.getsource(sequence_logprob))
 print(inspect.getsource(completion_mask))
@@ -123,7 +123,8 @@ print("as probabilities:  ", toy_seq_logp.exp().numpy().round(4), "= 0.5·0.2·0
 # π_θ(· ∣ x): different completions, each with its own log-probability.
 
 # %%
-from grpo_core import chat_prompt, load_policy, sample_group
+from grpo_core.models import load_policy
+from grpo_core.rollout import chat_prompt, sample_group
 
 start = time.perf_counter()
 model, tokenizer = load_policy(profile)
@@ -297,7 +298,8 @@ print(f"loss {tuple(loss.shape)} = {loss.item():.4f}")
 # equal, where the lecture's line could leave rounding noise):
 
 # %%
-from grpo_core import group_advantages, policy_gradient_loss
+from grpo_core.advantages import group_advantages
+from grpo_core.loss import policy_gradient_loss
 
 print(inspect.getsource(policy_gradient_loss))
 assert torch.allclose(group_advantages(rewards, k), advantages)
@@ -399,9 +401,9 @@ plt.show()
 # change positive?
 
 # %%
-from grpo_core.train import EXP1_PROMPTS, load_prompts
+from grpo_core.run_files import EXP1_PROMPTS, read_jsonl
 
-group_prompts = [row["prompt"] for row in load_prompts(EXP1_PROMPTS)[:6]]
+group_prompts = [row["prompt"] for row in read_jsonl(EXP1_PROMPTS)[:6]]
 
 
 def one_round(user_message, seed):

@@ -55,7 +55,7 @@ import time
 import pandas as pd
 import torch
 
-from grpo_core import get_profile
+from grpo_core.profiles import get_profile
 
 profile = get_profile()
 print(f"profile: {profile.name} ({profile.reason}); group size k = {profile.group_size}, "
@@ -85,7 +85,7 @@ print(f"profile: {profile.name} ({profile.reason}); group size k = {profile.grou
 # (`scale="batch"`: divide by the whole batch's std; `scale="none"`: Dr. GRPO, do not divide):
 
 # %%
-from grpo_core import group_advantages
+from grpo_core.advantages import group_advantages
 
 print(inspect.getsource(group_advantages))
 
@@ -178,7 +178,8 @@ for name, group in groups.items():
 # multiplies by zero. The code:
 
 # %%
-from grpo_core import policy_gradient_loss, sequence_logprob, token_logprobs
+from grpo_core.logprobs import sequence_logprob, token_logprobs
+from grpo_core.loss import policy_gradient_loss
 
 print(inspect.getsource(policy_gradient_loss))
 
@@ -186,7 +187,8 @@ print(inspect.getsource(policy_gradient_loss))
 # Load the policy and sample one group for one prompt.
 
 # %%
-from grpo_core import chat_prompt, load_policy, sample_group
+from grpo_core.models import load_policy
+from grpo_core.rollout import chat_prompt, sample_group
 
 start = time.perf_counter()
 model, tokenizer = load_policy(profile)
@@ -306,7 +308,7 @@ with torch.no_grad():
 # right after sampling). `grpo_loss` with A = 0, with and without β:
 
 # %%
-from grpo_core import grpo_loss
+from grpo_core.loss import grpo_loss
 
 zero_advantages = advantages_by_fn["says_banana_reward"]
 beta = 0.04

@@ -62,7 +62,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
-from grpo_core import get_profile
+from grpo_core.profiles import get_profile
 
 profile = get_profile()
 print(f"profile: {profile.name} ({profile.reason}); group size k = {profile.group_size}, "
@@ -96,7 +96,7 @@ print(f"profile: {profile.name} ({profile.reason}); group size k = {profile.grou
 # The lecture's second box, in `grpo_core`:
 
 # %%
-from grpo_core import clipped_surrogate
+from grpo_core.loss import clipped_surrogate
 
 print(inspect.getsource(clipped_surrogate))
 
@@ -152,14 +152,11 @@ for sign in (+1.0, -1.0):
 # the advantages.
 
 # %%
-from grpo_core import (
-    chat_prompt,
-    group_advantages,
-    grpo_loss,
-    load_policy,
-    sample_group,
-    token_logprobs,
-)
+from grpo_core.advantages import group_advantages
+from grpo_core.logprobs import token_logprobs
+from grpo_core.loss import grpo_loss
+from grpo_core.models import load_policy
+from grpo_core.rollout import chat_prompt, sample_group
 
 
 def length_reward(completions, **columns):
@@ -294,7 +291,7 @@ plt.show()
 # Then `grpo_loss` aggregates ℓ over tokens and completions (`loss_type`, as TRL does).
 
 # %%
-from grpo_core import kl_k3
+from grpo_core.loss import kl_k3
 
 print(inspect.getsource(kl_k3))
 print(inspect.getsource(grpo_loss))

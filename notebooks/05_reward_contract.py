@@ -210,7 +210,9 @@ print(inspect.getsource(unit_test_reward))
 # %%
 import torch
 
-from grpo_core import get_profile, group_advantages, load_policy
+from grpo_core.advantages import group_advantages
+from grpo_core.models import load_policy
+from grpo_core.profiles import get_profile
 from grpo_core.rollout import chat_prompt, sample_group
 
 profile = get_profile()

@@ -55,7 +55,7 @@ import time
 import pandas as pd
 import torch
 
-from grpo_core import get_profile
+from grpo_core.profiles import get_profile
 
 profile = get_profile()
 print(f"profile: {profile.name} ({profile.reason}); group size k = {profile.group_size}, "
@@ -115,7 +115,8 @@ print(inspect.getsource(preference_pairs))
 
 # %%
 # NBVAL_CHECK_OUTPUT
-from grpo_core import group_advantages, policy_gradient_loss
+from grpo_core.advantages import group_advantages
+from grpo_core.loss import policy_gradient_loss
 
 lengths = torch.arange(0, 121).float()
 
@@ -204,12 +205,14 @@ for step in range(1, 301):
 # `profile.max_steps` steps). Read the results as what they are: a few steps of each.
 
 # %%
-from grpo_core import chat_prompt, load_policy, sample_group, sequence_logprob, token_logprobs
+from grpo_core.logprobs import sequence_logprob, token_logprobs
+from grpo_core.models import load_policy
+from grpo_core.rollout import chat_prompt, sample_group
 from grpo_core.rewards import length_reward
-from grpo_core.train import EXP1_PROMPTS, load_prompts
+from grpo_core.run_files import EXP1_PROMPTS, read_jsonl
 
 grpo_steps = {"smoke": profile.max_steps, "cpu": 4}.get(profile.name, 20)
-all_rows = load_prompts(EXP1_PROMPTS)
+all_rows = read_jsonl(EXP1_PROMPTS)
 rows = all_rows[: min(len(all_rows), grpo_steps * profile.prompts_per_step)]
 k = profile.group_size
 print(f"{len(rows)} prompts, e.g. {[row['prompt'] for row in rows[:3]]}")

@@ -110,14 +110,14 @@ import torch
 
 from grpo_core.models import load_policy
 from grpo_core.profiles import get_profile
-from grpo_core.train import EXP1_PROMPTS, load_prompts
+from grpo_core.run_files import EXP1_PROMPTS, read_jsonl
 
 profile = get_profile()
 print(f"profile {profile.name} ({profile.reason}): {profile.model_id}, "
       f"{profile.prompts_per_step} prompts x {profile.group_size} completions per step, "
       f"{profile.max_new_tokens} new tokens, {profile.max_steps} steps, lr {profile.learning_rate}")
 model, tokenizer = load_policy(profile)
-prompts = load_prompts(EXP1_PROMPTS)
+prompts = read_jsonl(EXP1_PROMPTS)
 print(f"{len(prompts)} prompts, e.g. {[row['prompt'] for row in prompts[:3]]}")
 
 # %% [markdown]
@@ -203,7 +203,7 @@ print(f"mean |len - 20|: {before:.1f} -> {after:.1f} characters")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-from grpo_core.train import negated
+from grpo_core.experiments import negated
 
 flip_steps = {"smoke": 1, "cpu": 6}.get(profile.name, 20)
 flipped_plot = LivePlot(every=1, title="sign flipped: reward +|len - 20|")
@@ -220,18 +220,19 @@ _ = show_samples(model, "after the flipped reward")
 # ## A run recorded earlier
 #
 # The curves of a `cpu`-profile run of experiment 1, made with the same code from the command line
-# (`python -m grpo_core.train length --profile cpu --out data/runs/exp1-length-cpu`):
+# (`python -m grpo_core length --profile cpu --out data/runs/exp1-length-cpu`):
 
 # %%
 from pathlib import Path
 
 from IPython.display import Image, display
 
-from grpo_core.plots import figure_png, plot_metrics, read_metrics
+from grpo_core.plots import figure_png, plot_metrics
+from grpo_core.run_files import read_jsonl, runs_dir
 
-recorded_dir = Path(EXP1_PROMPTS).parent / "runs" / "exp1-length-cpu"
+recorded_dir = runs_dir() / "exp1-length-cpu"
 if (recorded_dir / "metrics.jsonl").exists():
-    recorded = read_metrics(recorded_dir / "metrics.jsonl")
+    recorded = read_jsonl(recorded_dir / "metrics.jsonl")
     distance = [-r["rewards/length_reward/mean"] for r in recorded]
     print(f"{len(recorded)} steps; mean |len - 20| over the first 5 steps "
           f"{sum(distance[:5]) / 5:.1f}, over the last 5 {sum(distance[-5:]) / 5:.1f} characters")

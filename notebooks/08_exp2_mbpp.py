@@ -147,11 +147,11 @@ for name, score in zip(answers, scores, strict=True):
 # loop actually measures (`frac_reward_zero_std` compares the rewards themselves, not
 # pass/fail). `SignalReport.expected_zero_std(k)` returns all three.
 #
-# The code, in `grpo_core.task_signal`: a pure function of the `[N, k]` score table, and the
+# The code, in `grpo_core.group_signal`: a pure function of the `[N, k]` score table, and the
 # formula.
 
 # %%
-from grpo_core.task_signal import (
+from grpo_core.group_signal import (
     expected_zero_std_fraction,
     plot_signal,
     signal_check,
@@ -236,12 +236,12 @@ print(inspect.getsource(signal_check))
 # %% [markdown]
 # The problems, the reward and the sampling settings are exactly what training will use:
 # `mbpp_experiment(profile)` builds the rows (`prompt`, `tests`, `setup_code`) and the
-# reward functions that `python -m grpo_core.train mbpp` trains on. We check 20 of them
+# reward functions that `python -m grpo_core mbpp` trains on. We check 20 of them
 # (spread over the set), with the lecture's k = 4.
 
 # %%
 from grpo_core.models import load_policy
-from grpo_core.train import mbpp_experiment
+from grpo_core.experiments import mbpp_experiment
 
 experiment = mbpp_experiment(profile)
 new_tokens = experiment.overrides.get("max_new_tokens", profile.max_new_tokens)
@@ -294,7 +294,7 @@ print(f"\nthe best-scoring sample (reward {report.scores.flatten()[best]:.2f}):\
 # %%
 # NBVAL_IGNORE_OUTPUT
 from grpo_core.mbpp import local_mbpp_file, read_mbpp_file
-from grpo_core.train import code_row
+from grpo_core.experiments import code_row
 
 mbpp_file = local_mbpp_file("full")
 mbpp_report = None
@@ -343,7 +343,7 @@ else:
 #   sees few distinct prompts.
 
 # %%
-from grpo_core.train import completions_per_step, k_sweep_sizes
+from grpo_core.experiments import completions_per_step, k_sweep_sizes
 
 print(inspect.getsource(k_sweep_sizes))
 K_SWEEP = (2, 8, 16)
@@ -378,7 +378,7 @@ print(pd.DataFrame(rows).to_string(index=False))
 # Training three versions takes a while, so the course ships `cpu`-profile runs of our own
 # loop, made with (one per k)
 #
-#     python -m grpo_core.train mbpp --k 8 --profile cpu --out data/runs/exp2-mbpp-k8-cpu
+#     python -m grpo_core mbpp --k 8 --profile cpu --out data/runs/exp2-mbpp-k8-cpu
 #
 # Each wrote `metrics.jsonl` (TRL's metric names) and `config.json`. The cell below reads
 # whichever exist.
@@ -387,16 +387,14 @@ print(pd.DataFrame(rows).to_string(index=False))
 import json
 from pathlib import Path
 
-from grpo_core.plots import plot_metrics, read_metrics
-from grpo_core.task_signal import plot_runs
-from grpo_core.train import DATA_DIR
+from grpo_core.plots import compare_runs, plot_metrics
+from grpo_core.run_files import read_jsonl, runs_dir
 
-RUNS_DIR = DATA_DIR / "runs"
 runs, configs = {}, {}
 for k in K_SWEEP:
-    folder = RUNS_DIR / f"exp2-mbpp-k{k}-cpu"
-    name = folder.relative_to(DATA_DIR.parent)
-    records = read_metrics(folder / "metrics.jsonl") if (folder / "config.json").exists() \
+    folder = runs_dir() / f"exp2-mbpp-k{k}-cpu"
+    name = f"data/runs/{folder.name}"
+    records = read_jsonl(folder / "metrics.jsonl") if (folder / "config.json").exists() \
         and (folder / "metrics.jsonl").exists() else []
     if not records:
         print(f"missing: {name} (not recorded yet)")
@@ -438,7 +436,7 @@ if runs:
         label: report.expected_zero_std(configs[label]["group_size"])["per-problem scores"]
         for label in runs}}
     window = 5 if max(len(r) for r in runs.values()) >= 10 else 1
-    display(Image(figure_png(plot_runs(
+    display(Image(figure_png(compare_runs(
         runs, ("reward", "frac_reward_zero_std", "completions/mean_length"),
         expected=predicted, window=window,
         title="experiment 2, cpu profile: same completions per step, different k "

@@ -140,7 +140,7 @@ from grpo_core.evaluation import score_samples
 from grpo_core.loop import TrainConfig
 from grpo_core.models import load_policy
 from grpo_core.profiles import get_profile
-from grpo_core.train import hacking_experiment, hacking_split
+from grpo_core.experiments import hacking_experiment, hacking_split
 
 profile = get_profile()
 experiment = hacking_experiment(profile)
@@ -252,7 +252,7 @@ print(picks.round(3).to_string())
 # %% [markdown]
 # ## 3. Train against the proxy, watch the true score
 #
-# `python -m grpo_core.train hacking` trains on the proxy alone. Two measures ride along that
+# `python -m grpo_core hacking` trains on the proxy alone. Two measures ride along that
 # never touch the advantages:
 #
 # - `rewards/unit_test_reward/mean`: the unit tests on the same training samples, logged
@@ -295,17 +295,19 @@ for record in result.metrics:
 # ## 4. A run recorded earlier: which curves gave it away
 #
 # The same experiment run for the `cpu` profile's 30 steps from the command line,
-# `python -m grpo_core.train hacking --profile cpu --micro-batch-size 4 --threads 1
+# `python -m grpo_core hacking --profile cpu --micro-batch-size 4 --threads 1
 # --out data/runs/exp3-hacking-cpu` (48 minutes on the course's 2-core machine; the
 # held-out check is 12 problems x 4 samples after step 1 and every 5 steps):
 
 # %%
 from IPython.display import Image, display
 
-from grpo_core.diagnosis import RUNS_DIR, diagnose, list_runs, load_run, plot_run, series, trend
+from grpo_core.diagnosis import diagnose, trend
+from grpo_core.plots import plot_run
+from grpo_core.run_files import list_runs, load_run, runs_dir, series
 from grpo_core.plots import figure_png, plot_metrics
 
-recorded_dir = RUNS_DIR / "exp3-hacking-cpu"
+recorded_dir = runs_dir() / "exp3-hacking-cpu"
 recorded = load_run(recorded_dir) if recorded_dir in list_runs() else None
 if recorded is None:
     print(f"no recorded run at {recorded_dir}")
@@ -372,9 +374,9 @@ if recorded is not None:
 # or 4 samples per problem), so compare the shapes of the curves, not their levels:
 
 # %%
-from grpo_core.diagnosis import compare_runs
+from grpo_core.plots import compare_runs
 
-milder_dir = RUNS_DIR / "exp3-defines-function-cpu"
+milder_dir = runs_dir() / "exp3-defines-function-cpu"
 pair = [run for run in (recorded, load_run(milder_dir) if milder_dir in list_runs() else None)
         if run is not None]
 for run in pair:

@@ -184,13 +184,13 @@ from datasets import Dataset
 from grpo_core.models import load_policy
 from grpo_core.profiles import get_profile
 from grpo_core.rewards import length_reward
-from grpo_core.train import EXP1_PROMPTS, load_prompts
+from grpo_core.run_files import EXP1_PROMPTS, read_jsonl
 
 profile = get_profile()
 model, tokenizer = load_policy(profile)
 if profile.dtype != "float32":  # an AdamW step of 1e-6 vanishes in bfloat16 weights:
     model = model.float()  # keep float32 weights and let bf16=True compute in bfloat16
-prompts = load_prompts(EXP1_PROMPTS)
+prompts = read_jsonl(EXP1_PROMPTS)
 dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": row["prompt"]}]}
                              for row in prompts])
 print(f"profile {profile.name}: {profile.model_id}, {profile.prompts_per_step} prompts x "
@@ -441,7 +441,9 @@ from pathlib import Path
 
 from accelerate.commands.config.config_args import load_config_from_file
 
-repo = Path(EXP1_PROMPTS).resolve().parent.parent
+from grpo_core.run_files import REPO_ROOT
+
+repo = REPO_ROOT
 for path in sorted((repo / "scripts" / "accelerate").glob("*.yaml")):
     launch = load_config_from_file(str(path))
     extra = launch.deepspeed_config.get("zero_stage", "") if launch.deepspeed_config else ""

@@ -109,9 +109,9 @@ for label, rewards in [("mixed groups      ", [0, 1, 1, 2, 0, 0, 1, 0]),
 # The same in a real run, experiment 1 recorded on a CPU (notebook 07):
 
 # %%
-from grpo_core.diagnosis import RUNS_DIR, list_runs, load_run, series
+from grpo_core.run_files import list_runs, load_run, runs_dir, series
 
-exp1_dir = RUNS_DIR / "exp1-length-cpu"
+exp1_dir = runs_dir() / "exp1-length-cpu"
 if (exp1_dir / "metrics.jsonl").exists():
     exp1 = load_run(exp1_dir)
     _, losses = series(exp1.records, "loss")
@@ -240,7 +240,7 @@ print(diagnose(toy_runs["hacking"], name="toy hacking run"))
 # %%
 from IPython.display import Image, display
 
-from grpo_core.diagnosis import plot_run
+from grpo_core.plots import plot_run
 from grpo_core.plots import figure_png
 
 toy = toy_runs["hacking"]
@@ -251,13 +251,13 @@ display(Image(figure_png(plot_run(toy, diagnose(toy), title="toy: the proxy clim
 # ## 4. The recorded runs
 #
 # `data/runs/` holds runs of the course's own code, recorded on a CPU with
-# `python -m grpo_core.train <experiment> --profile cpu --out data/runs/<name>` (experiment 1:
+# `python -m grpo_core <experiment> --profile cpu --out data/runs/<name>` (experiment 1:
 # notebook 07; experiment 2's k sweep: notebook 08; experiment 3, reward hacking: notebook 09).
 # First the metrics that mean the same thing in every experiment, every run in one panel
 # (the rewards are left out: each experiment has its own scale):
 
 # %%
-from grpo_core.diagnosis import compare_runs
+from grpo_core.plots import compare_runs
 
 runs = [load_run(path) for path in list_runs()]
 print(f"{len(runs)} recorded runs: {[run.name for run in runs]}")

@@ -2,7 +2,7 @@
 
 The same reward function as our own loop (``grpo_core.rewards.unit_test_reward``: the fraction of
 a problem's asserts that the completion's code passes, run in the course's sandbox), the same
-data (``grpo_core.mbpp``), and the settings of the course's loop made explicit (notebook 10):
+data (``grpo_core.experiments``), and the settings of the course's loop made explicit (notebook 10):
 ``loss_type="grpo"``, ``beta=0.0``, one update per generation batch, a constant learning rate.
 
 One process (any profile)::
@@ -24,9 +24,10 @@ share of the batch; gradients are averaged, so the weights stay identical)::
 
 HF Jobs runs the same command on rented GPUs: see ``scripts/hf_jobs.md``.
 
-Data: ``--data auto`` takes MBPP (``grpo_core.mbpp.load_mbpp``: a local copy, else the Hub) for
-the ``gpu`` profile and the course's own easier problems (``data/problems.jsonl``) for ``cpu`` and
-``smoke``, which run offline.
+Data: ``--data auto`` takes experiment 2's own rows (``grpo_core.experiments.mbpp_rows``, the
+ones ``python -m grpo_core mbpp`` trains on): MBPP's train split (a local copy, else the Hub) for
+the ``gpu`` profile and the course's own easier problems for ``cpu`` and ``smoke``, which run
+offline. ``--data mbpp`` or ``--data problems [--difficulty ...]`` choose another set.
 
 Writes, under ``--out``: ``report-rank<r>.json`` from every process (a SHA-256 of its parameters
 before and after training, the rewards it computed, its log history and wall time), which is how
@@ -162,24 +163,33 @@ def check_backends(use_vllm: bool, device: str) -> list[str]:
 
 
 def load_rows(profile: Any, source: str, difficulty: str | None) -> tuple[Any, str]:
-    """The training problems as a ``datasets.Dataset`` with a chat ``prompt`` column."""
-    from grpo_core.mbpp import MBPPUnavailableError, load_mbpp, load_problems, with_prompts
+    """The training problems as a ``datasets.Dataset`` with a chat ``prompt`` column.
 
-    if source == "auto":
-        source = "mbpp" if profile.data_source == "hub" else "problems"
-    if source == "mbpp":
-        try:
-            dataset = load_mbpp(split="train")
-        except MBPPUnavailableError as error:
-            raise SetupError(f"{error}\nOffline, use the course's problems: --data problems") from None
-        described = f"MBPP train split ({len(dataset)} problems)"
-    else:
-        dataset = load_problems(difficulty=difficulty)
-        described = f"the course's problems, data/problems.jsonl ({len(dataset)} problems" + (
-            f", {difficulty})" if difficulty else ")")
-    if len(dataset) == 0:
+    ``auto`` is experiment 2's own data (``grpo_core.experiments.mbpp_rows``): exactly the rows
+    ``python -m grpo_core mbpp`` trains on in this profile, with the same prompts.
+    """
+    import datasets
+
+    from grpo_core.experiments import MBPP_LOCAL_DIFFICULTIES, code_row, mbpp_rows
+    from grpo_core.mbpp import MBPPUnavailableError, load_mbpp, read_problems
+
+    try:
+        if source == "auto":
+            rows = mbpp_rows(profile)
+            described = ("experiment 2's data: " + ("MBPP train split" if profile.data_source == "hub"
+                         else f"the course's problems ({', '.join(MBPP_LOCAL_DIFFICULTIES)})"))
+        elif source == "mbpp":
+            rows = [code_row(dict(row)) for row in load_mbpp(split="train")]
+            described = "MBPP train split"
+        else:
+            rows = [code_row(row) for row in read_problems(difficulty=difficulty)]
+            described = "the course's problems" + (f" ({difficulty})" if difficulty else "")
+    except MBPPUnavailableError as error:
+        raise SetupError(f"{error}\nOffline, use the course's problems: --data problems") from None
+    if not rows:
         raise SetupError(f"no problems selected from {described}")
-    return with_prompts(dataset, as_messages=True), described
+    chat = [{**row, "prompt": [{"role": "user", "content": row["prompt"]}]} for row in rows]
+    return datasets.Dataset.from_list(chat), f"{described}, {len(rows)} problems"
 
 
 def reward_functions(names: Sequence[str], log: list[dict[str, Any]]) -> list[Callable[..., Any]]:
@@ -286,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from trl import GRPOConfig, GRPOTrainer
     except ImportError as error:
-        raise SetupError(f"TRL is not installed ({error}); pip install -r requirements.txt") from None
+        raise SetupError(f"TRL is not installed ({error}); pip install -e . (from the course's folder)") from None
 
     on_cpu = profile.device == "cpu"
     if profile.model_source == "package":  # the offline model object and its tokenizer

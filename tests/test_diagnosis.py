@@ -10,23 +10,21 @@ import sys
 import pytest
 
 from grpo_core.diagnosis import (
-    RUNS_DIR,
     SYMPTOMS,
     Diagnosis,
     Finding,
-    RecordedRun,
     Thresholds,
-    compare_runs,
     diagnose,
     find_true_score,
     format_steps,
-    list_runs,
-    load_run,
-    plot_run,
     spearman,
     trained_rewards,
     trend,
 )
+from grpo_core.plots import compare_runs, plot_run
+from grpo_core.run_files import RecordedRun, list_runs, load_run, runs_dir
+
+RUNS_DIR = runs_dir()
 
 STEPS = 30
 
@@ -317,7 +315,7 @@ def test_diagnose_is_exported_and_reads_only_metrics():
     assert out.stdout.split() == ["True", "False", "False"]
 
 
-# --- the recorded runs (data/runs/, written by python -m grpo_core.train) -----------------
+# --- the recorded runs (data/runs/, written by python -m grpo_core) -----------------
 
 EXP1 = RUNS_DIR / "exp1-length-cpu"
 EXP3 = RUNS_DIR / "exp3-hacking-cpu"
@@ -347,7 +345,7 @@ def test_experiment_1_is_not_flagged():
 
 @pytest.mark.skipif(not finished(EXP3),
                     reason="data/runs/exp3-hacking-cpu not recorded yet, or still recording "
-                           "(python -m grpo_core.train hacking --profile cpu)")
+                           "(python -m grpo_core hacking --profile cpu)")
 def test_experiment_3_is_flagged_as_hacking():
     # 30 steps on long_function_reward: the proxy climbs, the held-out unit tests do not
     diagnosis = diagnose(EXP3)

@@ -25,7 +25,7 @@ quiet_escapes = pytest.mark.filterwarnings("ignore:invalid escape sequence:Depre
 
 
 def _mbpp_dir() -> Path | None:
-    for folder in (os.environ.get(mbpp.ENV_DIR), mbpp.REPO_ROOT.parent / "shared" / "mbpp"):
+    for folder in (os.environ.get(mbpp.ENV_DIR), mbpp.SHARED_MBPP):
         if folder and (Path(folder) / "mbpp.jsonl").is_file():
             return Path(folder)
     return None

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
+import sysconfig
+import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -51,9 +56,118 @@ def test_light_imports_do_not_pull_torch(statement):
     assert "torch" not in loaded and "transformers" not in loaded
 
 
-@pytest.mark.parametrize("module", ["advantages", "logprobs", "loss", "training_signals",
+@pytest.mark.parametrize("module", ["advantages", "logprobs", "loss", "imitation_signals",
                                     "preference"])
 def test_update_math_imports_torch_but_no_model_library(module):
     loaded = _modules_loaded_by(f"import grpo_core.{module}")
     assert "torch" in loaded
     assert not {"transformers", "trl", "datasets"} & loaded
+
+
+@pytest.mark.parametrize("statement", ["import grpo_core.run_files", "import grpo_core.diagnosis",
+                                       "import grpo_core.rewards"])
+def test_file_reading_checks_and_rewards_pull_no_torch(statement):
+    loaded = _modules_loaded_by(statement)
+    assert "torch" not in loaded and "transformers" not in loaded
+
+
+@pytest.mark.parametrize("module", ["scoring", "evaluation", "group_signal", "plots", "diagnosis",
+                                    "widgets", "experiments"])
+def test_views_and_reward_calls_never_import_the_loop_unless_they_run_it(module):
+    """Reward calling, the evaluator and the views stand apart from the training loop; only
+    ``experiments`` (which builds the loop's ``TrainConfig``) may import it."""
+    loaded = _modules_loaded_by(f"import grpo_core.{module}")
+    assert ("grpo_core.loop" in loaded) == (module == "experiments")
+    assert "grpo_core.cli" not in loaded
+
+
+def test_train_is_the_training_function_after_every_submodule_is_imported():
+    """``from grpo_core import train`` must not turn into a module once some cell imported a
+    submodule (the command line is ``grpo_core.cli``, not a ``grpo_core.train`` module)."""
+    code = (
+        "import importlib, pkgutil, grpo_core\n"
+        "names = [m.name for m in pkgutil.walk_packages(grpo_core.__path__, 'grpo_core.')\n"
+        "         if not m.name.endswith('__main__')]\n"
+        "for name in names: importlib.import_module(name)\n"
+        "from grpo_core import train\n"
+        "from grpo_core.loop import train as loop_train\n"
+        "print(len(names), callable(train), train is loop_train, grpo_core.train is loop_train)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    count, *checks = out.stdout.split()
+    assert int(count) > 20 and checks == ["True", "True", "True"]
+
+
+REPO = Path(__file__).resolve().parent.parent
+# run with -S (no site-packages, so no editable-install hook and no .pth files), then the
+# wheel's files first and the virtual environment's plain site-packages (torch...) after them
+FROM_WHEEL = """
+import sys
+sys.path[:] = [p for p in sys.path if p and not p.startswith({repo!r})]
+sys.path.insert(0, {site!r})
+sys.path.append({purelib!r})
+import grpo_core
+assert grpo_core.__file__.startswith({site!r}), grpo_core.__file__
+"""
+
+
+@pytest.fixture(scope="module")
+def wheel_site(tmp_path_factory):
+    """The wheel built from this checkout, unpacked into a folder of its own (a pure-Python
+    wheel unpacked is what pip installs)."""
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                    "--no-build-isolation", "--wheel-dir", str(out), str(REPO)],
+                   check=True, capture_output=True, cwd=out)
+    (wheel,) = out.glob("grpo_course-*.whl")
+    site = out / "site"
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(site)
+        names = set(archive.namelist())
+    return site, names
+
+
+def test_the_wheel_holds_the_whole_package_and_its_data(wheel_site):
+    _, names = wheel_site
+    sources = {p.relative_to(REPO).as_posix() for p in (REPO / "grpo_core").rglob("*.py")}
+    assert sources <= names, sorted(sources - names)
+    assert {"grpo_core/data/problems.jsonl", "grpo_core/data/prompts_exp1.jsonl"} <= names
+    assert not any(name.startswith(("tests/", "notebooks/", "data/")) for name in names)
+    metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
+    assert metadata  # runtime requirements only: test and lab tools sit behind extras
+    with zipfile.ZipFile(next(wheel_site[0].parent.glob("*.whl"))) as archive:
+        requires = [line for line in archive.read(metadata).decode().splitlines()
+                    if line.startswith("Requires-Dist:")]
+    plain = [line for line in requires if "extra ==" not in line]
+    assert any("torch" in line for line in plain)
+    assert not [line for line in plain if any(tool in line for tool in
+                                             ("pytest", "nbval", "ruff", "jupyterlab", "hypothesis"))]
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_the_wheel_alone_scores_code_and_runs_a_smoke_step(wheel_site, tmp_path):
+    site, _ = wheel_site
+    purelib = sysconfig.get_paths()["purelib"]  # this interpreter's; -S would not find it
+    code = FROM_WHEEL.format(repo=str(REPO), site=str(site), purelib=purelib) + f"""
+from grpo_core.rewards import unit_test_reward
+print("score", unit_test_reward(["```python\\ndef add(a, b):\\n    return a + b\\n```"],
+                                tests=[["assert add(1, 2) == 3", "assert add(0, 0) == 0"]])[0])
+from grpo_core.run_files import RunsNotFoundError, runs_dir
+try:
+    runs_dir()
+except RunsNotFoundError as error:
+    print("runs:", error)
+from grpo_core.cli import main
+print("exit", main(["length", "--profile", "smoke", "--steps", "1", "--no-checkpoint",
+                    "--quiet", "--out", {str(tmp_path / "run")!r}]))
+"""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GRPO_RUNS_DIR")}
+    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
+                         cwd=tmp_path, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "score 1.0" in out.stdout
+    assert "runs: the recorded runs live in the course's repository" in out.stdout
+    assert "exit 0" in out.stdout
+    steps = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    assert len(steps) == 1 and json.loads(steps[0])["step"] == 1

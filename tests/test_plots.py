@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from grpo_core.plots import LivePlot, in_notebook, plot_metrics, read_metrics, save_curves
+from grpo_core.plots import LivePlot, in_notebook, plot_metrics, save_curves
+from grpo_core.run_files import read_jsonl as read_metrics
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -8,17 +8,12 @@ import math
 import pytest
 import torch
 
-from grpo_core.loop import (
-    RewardError,
-    TrainConfig,
-    call_reward,
-    checkpoint_step,
-    make_reference,
-    read_jsonl,
-    train,
-)
+from grpo_core.cli import main
+from grpo_core.experiments import negated
+from grpo_core.loop import TrainConfig, checkpoint_step, make_reference, train
 from grpo_core.rewards import length_reward
-from grpo_core.train import EXP1_PROMPTS, load_prompts, main, negated
+from grpo_core.run_files import EXP1_PROMPTS, read_jsonl
+from grpo_core.scoring import RewardError, call_reward
 
 CONTRACT_KEYS = {
     "step", "reward", "reward_std", "rewards/length_reward/mean", "frac_reward_zero_std",
@@ -55,7 +50,7 @@ def tiny(smoke_profile, **overrides):
 
 def test_cli_smoke_run_writes_every_contract_metric_and_a_png(tmp_path, monkeypatch):
     out = tmp_path / "run"
-    monkeypatch.setattr("sys.argv", ["grpo_core.train", "length"])
+    monkeypatch.setattr("sys.argv", ["grpo_core", "length"])
     code = main(["length", "--profile", "smoke", "--out", str(out), "--steps", "2",
                  "--max-new-tokens", "6", "--no-checkpoint", "--quiet"])
     assert code == 0
@@ -219,7 +214,7 @@ def test_negated_reward_flips_the_sign_and_the_name():
 
 
 def test_experiment_1_prompts_are_rows_with_a_prompt():
-    rows = load_prompts(EXP1_PROMPTS)
+    rows = read_jsonl(EXP1_PROMPTS)
     assert len(rows) >= 16 and all(isinstance(r["prompt"], str) and r["prompt"] for r in rows)
 
 
@@ -244,25 +239,25 @@ def test_cli_mbpp_k4_smoke_run_scores_code_in_the_sandbox(tmp_path):
 
 @pytest.mark.parametrize(("k", "prompts"), [(2, 8), (8, 2), (16, 1)])
 def test_k_sweep_keeps_completions_per_step(k, prompts):
+    from grpo_core.experiments import k_sweep_sizes
     from grpo_core.profiles import get_profile
-    from grpo_core.train import k_sweep_sizes
 
     assert k_sweep_sizes(get_profile("cpu"), k) == {"group_size": k, "prompts_per_step": prompts}
 
 
 @pytest.mark.parametrize("k", [1, 3, 32])
 def test_k_that_cannot_keep_completions_per_step_is_refused(k):
+    from grpo_core.experiments import k_sweep_sizes
     from grpo_core.profiles import get_profile
-    from grpo_core.train import k_sweep_sizes
 
     with pytest.raises(ValueError, match="k"):
         k_sweep_sizes(get_profile("cpu"), k)
 
 
 def test_mbpp_rows_carry_prompt_and_tests():
+    from grpo_core.experiments import MBPP_LOCAL_DIFFICULTIES, mbpp_rows
     from grpo_core.profiles import get_profile
     from grpo_core.rewards import unit_test_reward
-    from grpo_core.train import MBPP_LOCAL_DIFFICULTIES, mbpp_rows
 
     rows = mbpp_rows(get_profile("cpu"))
     assert rows and all(row["tests"] and row["tests"][0] in row["prompt"] for row in rows)
@@ -320,8 +315,8 @@ def test_cli_hacking_smoke_run_logs_proxy_true_score_and_held_out(tmp_path):
 
 
 def test_hacking_split_holds_out_problems_it_never_trains_on():
+    from grpo_core.experiments import hacking_split
     from grpo_core.profiles import get_profile
-    from grpo_core.train import hacking_split
 
     training, held_out = hacking_split(get_profile("cpu"))
     assert len(held_out) == 12 and training
@@ -329,9 +324,9 @@ def test_hacking_split_holds_out_problems_it_never_trains_on():
 
 
 def test_hacking_proxy_option_picks_the_reward_and_is_refused_elsewhere():
+    from grpo_core.experiments import hacking_experiment, hacking_proxy
     from grpo_core.profiles import get_profile
     from grpo_core.rewards import defines_function_reward, unit_test_reward
-    from grpo_core.train import hacking_experiment, hacking_proxy
 
     experiment = hacking_experiment(get_profile("smoke"), proxy="defines_function")
     assert experiment.reward_funcs == [defines_function_reward, unit_test_reward]

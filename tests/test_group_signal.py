@@ -7,15 +7,15 @@ import math
 import pytest
 import torch
 
-from grpo_core.task_signal import (
+from grpo_core.group_signal import (
     expected_zero_std_fraction,
-    plot_runs,
     plot_signal,
     signal_check,
     simulate_scores,
     summarize_groups,
     zero_std_chance,
 )
+from grpo_core.plots import compare_runs as plot_runs
 
 # a fake policy: the chance that one sample solves each problem (too hard ... too easy)
 PASS_PROBS = [0.0, 0.02, 0.1, 0.22, 0.5, 0.8, 0.97, 1.0]
@@ -164,7 +164,8 @@ def test_plots_draw_reports_and_runs():
     runs = {"k=2": [{"step": 1, "reward": 0.1, "frac_reward_zero_std": 0.5},
                     {"step": 2, "reward": 0.3, "frac_reward_zero_std": 0.25}],
             "k=8": [{"step": 1, "reward": 0.2}]}
-    fig = plot_runs(runs, expected={"frac_reward_zero_std": {"k=2": 0.4}}, window=2)
+    fig = plot_runs(runs, ("reward", "frac_reward_zero_std"),
+                    expected={"frac_reward_zero_std": {"k=2": 0.4}}, window=2)
     reward_ax, zero_ax = fig.axes
     assert len(reward_ax.get_lines()) == 2 and len(zero_ax.get_lines()) == 2  # k=8 has no key
     assert reward_ax.get_lines()[0].get_ydata().tolist() == pytest.approx([0.1, 0.2])

@@ -1,61 +1,40 @@
-"""Run an experiment from the command line: ``python -m grpo_core.train <experiment> ...``.
+"""The course's three experiments: what each trains on, its rewards, its data split, its evaluator.
 
-    python -m grpo_core.train length --profile cpu --out runs/exp1-length-cpu
-    python -m grpo_core.train length --profile cpu --out runs/exp1-length-cpu --resume
-    python -m grpo_core.train length --profile smoke --out /tmp/x --steps 2 --beta 0.04
-
-Writes ``<out>/metrics.jsonl`` (one line per step, flushed each step), ``<out>/config.json``,
-``<out>/curves.png`` (redrawn every ``--plot-every`` steps) and ``<out>/checkpoint/`` (at the
-end, on Ctrl-C, on an error; ``--resume`` continues from it). Sizes come from the profile
-(``--profile`` or ``GRPO_PROFILE``); every loop setting can be overridden.
-
-Experiments (COURSE.md section 2):
+One definition used by the command line (``python -m grpo_core``), the notebooks and
+``scripts/trl_mbpp.py``, so TRL trains on exactly the rows and rewards our loop trains on.
 
 - ``length`` (experiment 1): reward ``-abs(len(completion) - 20)`` on characters; a completion
-  is best when it is 20 characters long. ``--negate`` flips the sign (notebook 07's
+  is best when it is 20 characters long. ``negate=True`` flips the sign (notebook 07's
   demonstration that GRPO optimizes exactly the number you return).
 - ``mbpp`` (experiment 2): write a Python function; the reward is the fraction of the
-  problem's asserts that pass in the sandbox (``unit_test_reward``). ``--k`` sets the group
+  problem's asserts that pass in the sandbox (``unit_test_reward``). ``k`` sets the group
   size and keeps the completions per step fixed (the profile's ``group_size x
   prompts_per_step``), so a larger k means fewer prompts per step.
-
-    python -m grpo_core.train mbpp --k 8 --profile cpu --out runs/exp2-mbpp-k8-cpu
-
 - ``hacking`` (experiment 3): the same coding problems, rewarded by a gameable proxy that
   never runs the code: ``long_function_reward`` (the code defines the function the tests
-  call, and more code earns more, full marks at 200 characters), or with ``--proxy
-  defines_function`` ``defines_function_reward`` (defining it is enough). The true score,
-  ``unit_test_reward``, is logged beside it twice: on the training samples with weight 0
+  call, and more code earns more, full marks at 200 characters), or with
+  ``proxy="defines_function"`` ``defines_function_reward`` (defining it is enough). The true
+  score, ``unit_test_reward``, is logged beside it twice: on the training samples with weight 0
   (``rewards/unit_test_reward/mean``, it never reaches the advantages), and on held-out
   problems every few steps (``eval/unit_test_reward``, with the proxy's ``eval/<proxy>`` and
   ``eval/defines_function_reward`` next to it).
+
+Loads no model: an :class:`Experiment` is data, and :func:`build_config` turns it and a profile
+into the loop's :class:`~grpo_core.loop.TrainConfig`.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from grpo_core.loop import (
-    Evaluator,
-    RewardError,
-    RewardFn,
-    RunResult,
-    TrainConfig,
-    reward_name,
-    train,
-)
-from grpo_core.profiles import Profile, get_profile
-
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
-EXP1_PROMPTS = DATA_DIR / "prompts_exp1.jsonl"
-LENGTH_TARGET = 20
+from grpo_core.evaluation import Evaluator
+from grpo_core.loop import TrainConfig
+from grpo_core.profiles import Profile
+from grpo_core.rewards import LENGTH_TARGET, RewardFn
+from grpo_core.run_files import EXP1_PROMPTS, read_jsonl
+from grpo_core.scoring import reward_name
 
 
 @dataclass
@@ -84,11 +63,6 @@ class Experiment:
     notes: dict[str, Any] = field(default_factory=dict)
 
 
-def load_prompts(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a JSON-lines prompt file (each has at least ``"prompt"``)."""
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-
-
 def negated(fn: RewardFn) -> RewardFn:
     """``fn`` with its sign flipped, logged as ``negated_<name>``: what a sign bug trains."""
 
@@ -111,7 +85,7 @@ def length_experiment(profile: Profile, negate: bool = False) -> Experiment:
     target = "longer and longer (sign flipped)" if negate else f"{LENGTH_TARGET} characters"
     return Experiment(
         name="length",
-        prompts=load_prompts(EXP1_PROMPTS),
+        prompts=read_jsonl(EXP1_PROMPTS),
         reward_funcs=[reward],
         overrides={"loss_type": "grpo", "beta": 0.0, "num_iterations": 1},
         targets={} if negate else {"completions/mean_chars": LENGTH_TARGET},
@@ -273,130 +247,14 @@ EXPERIMENTS: dict[str, Callable[..., Experiment]] = {
     "hacking": hacking_experiment,
 }
 
-# command-line option -> TrainConfig field
-_OPTIONS: dict[str, tuple[str, type]] = {
-    "--steps": ("max_steps", int),
-    "--lr": ("learning_rate", float),
-    "--beta": ("beta", float),
-    "--num-iterations": ("num_iterations", int),
-    "--loss-type": ("loss_type", str),
-    "--scale": ("scale", str),
-    "--seed": ("seed", int),
-    "--group-size": ("group_size", int),
-    "--prompts-per-step": ("prompts_per_step", int),
-    "--max-new-tokens": ("max_new_tokens", int),
-    "--max-grad-norm": ("max_grad_norm", float),
-    "--micro-batch-size": ("micro_batch_size", int),
-    "--save-every": ("save_every", int),
-    "--eval-every": ("eval_every", int),
-    "--temperature": ("temperature", float),
-}
 
+def build_config(profile: Profile, experiment: Experiment, **overrides: Any) -> TrainConfig:
+    """Profile sizes, then the experiment's settings, then ``overrides`` (TrainConfig fields).
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m grpo_core.train", description=__doc__.splitlines()[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("experiment", choices=sorted(EXPERIMENTS))
-    parser.add_argument("--profile", default=None, help="smoke, cpu or gpu (default: GRPO_PROFILE)")
-    parser.add_argument("--out", default=None, help="output folder (default: runs/<exp>-<profile>)")
-    for option, (name, kind) in _OPTIONS.items():
-        parser.add_argument(option, dest=name, type=kind, default=None, help=f"TrainConfig.{name}")
-    parser.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint")
-    parser.add_argument("--no-checkpoint", action="store_true", help="never write a checkpoint")
-    parser.add_argument("--plot-every", type=int, default=5, help="redraw curves.png every N steps")
-    parser.add_argument("--negate", action="store_true", help="flip the reward's sign (demo)")
-    parser.add_argument("--k", type=int, default=None,
-                        help="mbpp, hacking: group size at the profile's completions per step")
-    parser.add_argument("--proxy", choices=HACKING_PROXIES, default=None,
-                        help=f"hacking: the proxy reward (default {HACKING_PROXIES[0]})")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch CPU threads (1 is steadier on a busy or shared machine)")
-    return parser.parse_args(argv)
-
-
-def make_experiment(name: str, profile: Profile, args: argparse.Namespace) -> Experiment:
-    """The experiment ``name`` with the command line's experiment options."""
-    options: dict[str, Any] = {"negate": args.negate}
-    if args.k is not None:
-        if name == "length":
-            raise SystemExit("--k belongs to mbpp and hacking; length takes --group-size")
-        options["k"] = args.k
-    if getattr(args, "proxy", None) is not None:
-        if name != "hacking":
-            raise SystemExit("--proxy belongs to hacking")
-        options["proxy"] = args.proxy
-    return EXPERIMENTS[name](profile, **options)
-
-
-def build_config(profile: Profile, experiment: Experiment, args: argparse.Namespace) -> TrainConfig:
-    """Profile sizes, then the experiment's settings, then the command line's."""
-    overrides = dict(experiment.overrides)
-    overrides.update({name: getattr(args, name) for name, _ in _OPTIONS.values()
-                      if getattr(args, name) is not None})
-    if args.no_checkpoint:
-        overrides["save_checkpoint"] = False
+    On a GPU whose profile computes in a lower precision, the weights stay float32 and the
+    loop autocasts (``autocast_dtype``).
+    """
+    settings = {**experiment.overrides, **overrides}
     if profile.device == "cuda" and profile.dtype != "float32":
-        overrides.setdefault("autocast_dtype", profile.dtype)  # float32 weights, bf16 compute
-    return TrainConfig.from_profile(profile, **overrides)
-
-
-def run_experiment(args: argparse.Namespace) -> RunResult:
-    """Load the profile's model, train the experiment, and write the curves."""
-    from grpo_core.models import load_policy
-    from grpo_core.plots import LivePlot, save_curves
-
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    profile = get_profile(args.profile)
-    experiment = make_experiment(args.experiment, profile, args)
-    config = build_config(profile, experiment, args)
-    out = Path(args.out or f"runs/{args.experiment}-{profile.name}")
-    model, tokenizer = load_policy(profile)
-    if config.autocast_dtype is not None:
-        model.float()  # master weights in float32; autocast runs the matmuls in bf16
-    plot = LivePlot(every=args.plot_every, path=out / "curves.png", title=experiment.title,
-                    targets=experiment.targets, show=False)
-    extra = {"experiment": experiment.name, "profile": profile.name, "model_id": profile.model_id,
-             "negate": args.negate, **experiment.notes,
-             "command": " ".join(["python -m grpo_core.train", *sys.argv[1:]])}
-    try:
-        result = train(model, tokenizer, experiment.prompts, experiment.reward_funcs, config, out,
-                       reward_weights=experiment.reward_weights, callbacks=[plot],
-                       resume=args.resume, progress=not args.quiet, extra_config=extra,
-                       evaluate=experiment.evaluate)
-    finally:
-        records = _read(out / "metrics.jsonl")
-        if records:
-            save_curves(records, out / "curves.png", title=experiment.title,
-                        targets=experiment.targets)
-    return result
-
-
-def _read(path: Path) -> list[dict[str, Any]]:
-    from grpo_core.loop import read_jsonl
-
-    return read_jsonl(path)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    started = time.perf_counter()
-    try:
-        result = run_experiment(args)
-    except RewardError as error:
-        print(f"stopped: {error}", file=sys.stderr)
-        return 1
-    minutes = (time.perf_counter() - started) / 60
-    last = result.metrics[-1] if result.metrics else {}
-    print(f"{result.stopped} at step {result.step} after {minutes:.1f} min; last reward "
-          f"{last.get('reward', float('nan')):.3g}, mean characters "
-          f"{last.get('completions/mean_chars', float('nan')):.1f}; wrote {result.out_dir}")
-    return 130 if result.stopped == "interrupted" else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        settings.setdefault("autocast_dtype", profile.dtype)  # float32 weights, bf16 compute
+    return TrainConfig.from_profile(profile, **settings)

@@ -8,7 +8,7 @@ Lecture, "What changes today: the signal":
   ``KL(teacher || student)`` -> ``token_kl`` (eq. (1.2));
 - RL: one number per attempt, the reward (a plain function, ``grpo_core.rewards``);
 
-and ``signal_counts`` counts the numbers each one hands the learner (eq. (1.3)).
+and ``feedback_counts`` counts the numbers each one hands the learner (eq. (1.3)).
 Imports only torch: pure functions, no model, no I/O.
 """
 
@@ -85,7 +85,7 @@ def token_kl(
     return kl
 
 
-def signal_counts(num_tokens: int, vocab_size: int, num_attempts: int = 1) -> dict[str, int]:
+def feedback_counts(num_tokens: int, vocab_size: int, num_attempts: int = 1) -> dict[str, int]:
     """How many numbers each kind of signal hands the learner (notebook 01, eq. (1.3)).
 
     For ``num_attempts`` completions of ``num_tokens`` tokens each, over a vocabulary of

@@ -12,8 +12,8 @@ Qwen3-0.6B on MBPP, k = 4 attempts per prompt gave a mean reward of 0.22 and 10 
 - :func:`expected_zero_std_fraction` is the analytic chance that a group of k has no spread
   when each sample passes with probability p, ``p^k + (1 - p)^k`` (notebook 08, eq. (8.2));
   :func:`zero_std_chance` is its per-problem version for any reward values;
-- :func:`plot_signal` draws a report; :func:`plot_runs` compares the curves of several
-  training runs side by side (the k sweep).
+- :func:`plot_signal` draws a report (the k sweep's training curves are
+  ``grpo_core.plots.compare_runs``).
 
 Everything but :func:`signal_check` is a pure function of tensors or metric records.
 """
@@ -21,14 +21,15 @@ Everything but :func:`signal_check` is a pure function of tensors or metric reco
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import Tensor
 
-ZERO_STD_ATOL = 1e-8  # the same test the training loop logs frac_reward_zero_std with
+from grpo_core.advantages import flat_groups
+from grpo_core.scoring import reward_list, weighted_total
 
 
 def expected_zero_std_fraction(p: float | Tensor, k: int) -> float | Tensor:
@@ -230,8 +231,8 @@ def summarize_groups(
         texts: the N * k completions, kept for inspection.
 
     Returns:
-        a :class:`SignalReport`. A group is mixed when its std is not 0 (the same ``atol`` as
-        the training loop's ``frac_reward_zero_std``).
+        a :class:`SignalReport`. A group is mixed when its rewards are not all equal
+        (``grpo_core.advantages.flat_groups``, as the training loop's ``frac_reward_zero_std``).
     """
     scores = _check_scores(scores)
     if scores.shape[1] < 2:
@@ -244,7 +245,7 @@ def summarize_groups(
     if texts and len(texts) != scores.numel():
         raise ValueError(f"{len(texts)} texts for {scores.numel()} samples")
     stds = scores.std(dim=1)
-    mixed = ~torch.isclose(stds, torch.zeros_like(stds), atol=ZERO_STD_ATOL)
+    mixed = ~flat_groups(scores.reshape(-1), scores.shape[1])
     return SignalReport(
         scores=scores, group_means=scores.mean(dim=1), group_stds=stds, mixed=mixed,
         pass_rates=(scores >= pass_threshold).float().mean(dim=1),
@@ -286,7 +287,7 @@ def signal_check(
     Returns:
         a :class:`SignalReport`; its ``scores`` are ``[len(rows), k]``.
     """
-    from grpo_core.evaluation import score_samples  # loads the loop and transformers
+    from grpo_core.evaluation import score_samples  # loads transformers
 
     missing = [i for i, row in enumerate(rows) if "prompt" not in row]
     if missing:
@@ -294,15 +295,12 @@ def signal_check(
                          "(e.g. grpo_core.mbpp.format_code_prompt(row['text'], row['tests']))")
     if k < 2:
         raise ValueError("the signal check needs k >= 2 samples per prompt")
-    funcs = [reward_funcs] if callable(reward_funcs) else list(reward_funcs)
-    weights = [1.0] * len(funcs) if reward_weights is None else list(reward_weights)
-    if len(weights) != len(funcs):
-        raise ValueError(f"{len(weights)} reward weights for {len(funcs)} reward functions")
+    funcs, weights = reward_list(reward_funcs, reward_weights)
     per_fn, texts = score_samples(model, tokenizer, rows, funcs, samples_per_prompt=k,
                                   max_new_tokens=max_new_tokens, temperature=temperature,
                                   top_p=top_p, seed=seed, prompts_per_batch=prompts_per_batch,
                                   progress=progress)
-    total = sum(w * s for w, s in zip(weights, per_fn.values(), strict=True))
+    total = weighted_total(per_fn.values(), weights)
     labels = [row.get("task_id", i) for i, row in enumerate(rows)]
     return summarize_groups(total, pass_threshold=pass_threshold, labels=labels, texts=texts)
 
@@ -354,54 +352,6 @@ def plot_signal(report: SignalReport, ks: Sequence[int] = (2, 4, 8, 16), *,
     right.legend(fontsize=7)
     for ax in (left, right):
         ax.tick_params(labelsize=8)
-    if title:
-        fig.suptitle(title)
-    return fig
-
-
-def plot_runs(
-    runs: Mapping[str, Sequence[dict[str, Any]]],
-    keys: Sequence[str] = ("reward", "frac_reward_zero_std"),
-    *,
-    expected: Mapping[str, Mapping[str, float]] | None = None,
-    window: int = 1,
-    title: str | None = None,
-):
-    """Several runs' curves side by side: one panel per metric, one line per run.
-
-    Args:
-        runs: ``{label: per-step metric records}`` (e.g. ``read_metrics`` of each run).
-        keys: the metrics to draw (TRL's names), one panel each.
-        expected: ``{metric: {label: value}}`` drawn as a dashed line in the run's colour
-            (e.g. the predicted zero-std fraction of each k).
-        window: a trailing moving average over this many steps (1: raw values).
-
-    Returns:
-        a ``matplotlib.figure.Figure``.
-    """
-    from matplotlib.figure import Figure
-
-    if window < 1:
-        raise ValueError(f"window must be >= 1, got {window}")
-    expected = expected or {}
-    fig = Figure(figsize=(4.6 * len(keys), 3.2), layout="constrained")
-    axes = fig.subplots(1, len(keys), squeeze=False).ravel()
-    for ax, key in zip(axes, keys, strict=True):
-        for index, (label, records) in enumerate(runs.items()):
-            colour = f"C{index % 10}"
-            steps = [r.get("step", i) for i, r in enumerate(records, start=1) if key in r]
-            values = [float(r[key]) for r in records if key in r]
-            if values:
-                smooth = [sum(values[max(0, i - window + 1):i + 1]) /
-                          len(values[max(0, i - window + 1):i + 1]) for i in range(len(values))]
-                ax.plot(steps, smooth, color=colour, label=label)
-            if label in expected.get(key, {}):
-                ax.axhline(expected[key][label], color=colour, linestyle="--", linewidth=1)
-        ax.set_title(key + (f" ({window}-step mean)" if window > 1 else ""), fontsize=10)
-        ax.set_xlabel("step", fontsize=8)
-        ax.tick_params(labelsize=8)
-        if runs:
-            ax.legend(fontsize=7)
     if title:
         fig.suptitle(title)
     return fig

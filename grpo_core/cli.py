@@ -1,0 +1,150 @@
+"""Run an experiment from the command line: ``python -m grpo_core <experiment> ...``.
+
+    python -m grpo_core length --profile cpu --out runs/exp1-length-cpu
+    python -m grpo_core length --profile cpu --out runs/exp1-length-cpu --resume
+    python -m grpo_core length --profile smoke --out /tmp/x --steps 2 --beta 0.04
+    python -m grpo_core mbpp --k 8 --profile cpu --out runs/exp2-mbpp-k8-cpu
+    python -m grpo_core hacking --profile cpu --out runs/exp3-hacking-cpu
+
+(``grpo-train`` is the same command, installed with the package.) Writes
+``<out>/metrics.jsonl`` (one line per step, flushed each step), ``<out>/config.json``,
+``<out>/curves.png`` (redrawn every ``--plot-every`` steps) and ``<out>/checkpoint/`` (at the
+end, on Ctrl-C, on an error; ``--resume`` continues from it). Sizes come from the profile
+(``--profile`` or ``GRPO_PROFILE``); every loop setting can be overridden. The experiments
+themselves are defined in ``grpo_core.experiments``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from grpo_core.experiments import EXPERIMENTS, HACKING_PROXIES, Experiment, build_config
+from grpo_core.loop import RunResult, train
+from grpo_core.profiles import Profile, get_profile
+from grpo_core.run_files import METRICS_FILE, read_jsonl
+from grpo_core.scoring import RewardError
+
+PROG = "python -m grpo_core"
+
+# command-line option -> TrainConfig field
+OPTIONS: dict[str, tuple[str, type]] = {
+    "--steps": ("max_steps", int),
+    "--lr": ("learning_rate", float),
+    "--beta": ("beta", float),
+    "--num-iterations": ("num_iterations", int),
+    "--loss-type": ("loss_type", str),
+    "--scale": ("scale", str),
+    "--seed": ("seed", int),
+    "--group-size": ("group_size", int),
+    "--prompts-per-step": ("prompts_per_step", int),
+    "--max-new-tokens": ("max_new_tokens", int),
+    "--max-grad-norm": ("max_grad_norm", float),
+    "--micro-batch-size": ("micro_batch_size", int),
+    "--save-every": ("save_every", int),
+    "--eval-every": ("eval_every", int),
+    "--temperature": ("temperature", float),
+}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("experiment", choices=sorted(EXPERIMENTS))
+    parser.add_argument("--profile", default=None, help="smoke, cpu or gpu (default: GRPO_PROFILE)")
+    parser.add_argument("--out", default=None, help="output folder (default: runs/<exp>-<profile>)")
+    for option, (name, kind) in OPTIONS.items():
+        parser.add_argument(option, dest=name, type=kind, default=None, help=f"TrainConfig.{name}")
+    parser.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint")
+    parser.add_argument("--no-checkpoint", action="store_true", help="never write a checkpoint")
+    parser.add_argument("--plot-every", type=int, default=5, help="redraw curves.png every N steps")
+    parser.add_argument("--negate", action="store_true", help="flip the reward's sign (demo)")
+    parser.add_argument("--k", type=int, default=None,
+                        help="mbpp, hacking: group size at the profile's completions per step")
+    parser.add_argument("--proxy", choices=HACKING_PROXIES, default=None,
+                        help=f"hacking: the proxy reward (default {HACKING_PROXIES[0]})")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch CPU threads (1 is steadier on a busy or shared machine)")
+    return parser.parse_args(argv)
+
+
+def make_experiment(name: str, profile: Profile, args: argparse.Namespace) -> Experiment:
+    """The experiment ``name`` with the command line's experiment options."""
+    options: dict[str, Any] = {"negate": args.negate}
+    if args.k is not None:
+        if name == "length":
+            raise SystemExit("--k belongs to mbpp and hacking; length takes --group-size")
+        options["k"] = args.k
+    if getattr(args, "proxy", None) is not None:
+        if name != "hacking":
+            raise SystemExit("--proxy belongs to hacking")
+        options["proxy"] = args.proxy
+    return EXPERIMENTS[name](profile, **options)
+
+
+def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``TrainConfig`` fields the command line sets."""
+    overrides = {name: getattr(args, name) for name, _ in OPTIONS.values()
+                 if getattr(args, name) is not None}
+    if args.no_checkpoint:
+        overrides["save_checkpoint"] = False
+    return overrides
+
+
+def run_experiment(args: argparse.Namespace) -> RunResult:
+    """Load the profile's model, train the experiment, and write the curves."""
+    from grpo_core.models import load_policy
+    from grpo_core.plots import LivePlot, save_curves
+
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    profile = get_profile(args.profile)
+    experiment = make_experiment(args.experiment, profile, args)
+    config = build_config(profile, experiment, **config_overrides(args))
+    out = Path(args.out or f"runs/{args.experiment}-{profile.name}")
+    model, tokenizer = load_policy(profile)
+    if config.autocast_dtype is not None:
+        model.float()  # master weights in float32; autocast runs the matmuls in bf16
+    plot = LivePlot(every=args.plot_every, path=out / "curves.png", title=experiment.title,
+                    targets=experiment.targets, show=False)
+    extra = {"experiment": experiment.name, "profile": profile.name, "model_id": profile.model_id,
+             "negate": args.negate, **experiment.notes,
+             "command": " ".join([PROG, *sys.argv[1:]])}
+    try:
+        result = train(model, tokenizer, experiment.prompts, experiment.reward_funcs, config, out,
+                       reward_weights=experiment.reward_weights, callbacks=[plot],
+                       resume=args.resume, progress=not args.quiet, extra_config=extra,
+                       evaluate=experiment.evaluate)
+    finally:
+        records = read_jsonl(out / METRICS_FILE, missing_ok=True)
+        if records:
+            save_curves(records, out / "curves.png", title=experiment.title,
+                        targets=experiment.targets)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    started = time.perf_counter()
+    try:
+        result = run_experiment(args)
+    except RewardError as error:
+        print(f"stopped: {error}", file=sys.stderr)
+        return 1
+    minutes = (time.perf_counter() - started) / 60
+    last = result.metrics[-1] if result.metrics else {}
+    print(f"{result.stopped} at step {result.step} after {minutes:.1f} min; last reward "
+          f"{last.get('reward', float('nan')):.3g}, mean characters "
+          f"{last.get('completions/mean_chars', float('nan')):.1f}; wrote {result.out_dir}")
+    return 130 if result.stopped == "interrupted" else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
