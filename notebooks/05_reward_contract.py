@@ -105,11 +105,11 @@ table = pd.DataFrame(
         "ending": [c.splitlines()[-1][-32:] for c in completions],
         "format": fmt,
         "accuracy": acc,
-        "total": [f + a for f, a in zip(fmt, acc)],
+        "total": [f + a for f, a in zip(fmt, acc, strict=True)],
     }
 )
 print(table.to_string(index=False))
-for (reasoning, _, expected), got in zip(table_rows, zip(fmt, acc, table["total"])):
+for (reasoning, _, expected), got in zip(table_rows, zip(fmt, acc, table["total"], strict=True), strict=True):
     assert tuple(got) == expected, f"{reasoning}: expected {expected}, got {tuple(got)}"
 print("\nevery row matches the lecture's table")
 
@@ -132,7 +132,8 @@ reasonings = [" ".join(rng.choices(words, k=rng.randint(0, 30))) for _ in range(
 variants = [f"{reasoning}\n{final_line}" for reasoning in reasonings]
 totals = {
     f + a
-    for f, a in zip(format_reward(variants), accuracy_reward(variants, answer=["72"] * len(variants)))
+    for f, a in zip(format_reward(variants), accuracy_reward(variants, answer=["72"] * len(variants)),
+             strict=True)
 }
 print(f"{len(variants)} different reasonings, distinct totals: {sorted(totals)}")
 assert totals == {3.0}
@@ -233,9 +234,9 @@ rollout = sample_group(
 )
 fmt = format_reward(rollout.texts)
 acc = accuracy_reward(rollout.texts, answer=["72"] * len(rollout.texts))
-totals = torch.tensor([f + a for f, a in zip(fmt, acc)])
+totals = torch.tensor([f + a for f, a in zip(fmt, acc, strict=True)])
 advantages = group_advantages(totals, group_size=profile.group_size)
-for text, total, advantage in zip(rollout.texts, totals, advantages):
+for text, total, advantage in zip(rollout.texts, totals, advantages, strict=True):
     print(f"reward {total:.0f}  advantage {advantage:+.2f}  {text[-60:]!r}")
 print(f"\ngroup rewards {totals.tolist()}  ->  all advantages zero: {bool((advantages == 0).all())}")
 
@@ -289,7 +290,8 @@ my_group = [
 ]  # your four completions here
 
 scores = torch.tensor(
-    [f + a for f, a in zip(format_reward(my_group), accuracy_reward(my_group, answer=["72"] * 4))]
+    [f + a for f, a in zip(format_reward(my_group), accuracy_reward(my_group, answer=["72"] * 4),
+                          strict=True)]
 )
 my_advantages = group_advantages(scores, group_size=4)
 assert (my_advantages > 0).any() and (my_advantages < 0).any(), f"no signal: rewards {scores.tolist()}"

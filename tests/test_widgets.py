@@ -181,6 +181,16 @@ def test_group_widget_presets_sliders_and_text():
     assert view.error.value == ""
 
 
+def test_group_widget_clears_a_typed_error_once_a_slider_moves():
+    from grpo_core.widgets import group_variation_widget
+
+    view = group_variation_widget()
+    view.text.value = "0, 9, 1, 1"  # out of range: an error, the sliders stay
+    assert "[0, 3]" in view.error.value and [s.value for s in view.sliders] == [0.0, 1.0, 1.0, 2.0]
+    view.sliders[1].value = 1.5  # now the sliders hold valid values: the error is stale
+    assert view.error.value == "" and view.text.value == "0, 1.5, 1, 2"
+
+
 def test_group_widget_toggles_change_the_advantages():
     from grpo_core.widgets import group_variation_widget
 

@@ -1,0 +1,42 @@
+"""Widgets a learner can move: the group baseline (notebook 03) and the two guardrails (notebook 04).
+
+Every widget is a thin view over a pure function that computes what it shows:
+
+- :func:`group_summary` -> :func:`group_variation_widget`: k rewards -> mean, std, advantages,
+  and whether the group gives any learning signal (lecture: "The reward must create variation");
+- :func:`clip_curves` -> :func:`clip_widget`: epsilon, epsilon_high, a ratio range and the sign of
+  A -> the unclipped and clipped surrogate as curves of the ratio, with the zero-gradient region
+  (lecture: "Reusing a rollout adds a clip");
+- :func:`kl_curves` -> :func:`kl_widget`: the k1 and k3 estimators over the log-ratio, times beta
+  (lecture: "Two guardrails, two time scales").
+
+The pure functions call the update math (``grpo_core.advantages``, ``grpo_core.loss``) and
+import only torch, so tests drive them without ipywidgets or a browser. The ``*_widget``
+functions import ipywidgets (and matplotlib) lazily; each returns a view object whose controls
+are attributes, so a test can set a control's value and read the computed output.
+
+One module per widget (``group``, ``clip``, ``kl``), the group widget's HTML/SVG in ``render``
+and what the views share in ``_base``; every name is importable from ``grpo_core.widgets``.
+"""
+
+from grpo_core.widgets.clip import ClipCurves, clip_curves, clip_widget, plot_clip_curves
+from grpo_core.widgets.group import (
+    NO_SIGNAL_MESSAGE,
+    PRESET_NAMES,
+    STD_CONVENTIONS,
+    GroupSummary,
+    GroupVariationView,
+    group_summary,
+    group_variation_widget,
+    parse_rewards,
+    preset_rewards,
+)
+from grpo_core.widgets.kl import KLCurves, kl_curves, kl_widget, plot_kl_curves
+from grpo_core.widgets.render import group_summary_html
+
+__all__ = [
+    "NO_SIGNAL_MESSAGE", "PRESET_NAMES", "STD_CONVENTIONS", "ClipCurves", "GroupSummary",
+    "GroupVariationView", "KLCurves", "clip_curves", "clip_widget", "group_summary",
+    "group_summary_html", "group_variation_widget", "kl_curves", "kl_widget", "parse_rewards",
+    "plot_clip_curves", "plot_kl_curves", "preset_rewards",
+]

@@ -1,0 +1,57 @@
+"""What every widget view shares: the lazy ipywidgets import, a view object whose controls are
+attributes, and drawing a matplotlib figure into an ``Output`` widget."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def _ipywidgets():
+    try:
+        import ipywidgets
+    except ImportError as error:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "the interactive widgets need ipywidgets (pip install ipywidgets); the functions "
+            "group_summary, clip_curves and kl_curves work without it"
+        ) from error
+    return ipywidgets
+
+
+@dataclass
+class _View:
+    """A widget tree plus its controls; displays as the tree in a notebook."""
+
+    widget: Any = None
+    controls: dict[str, Any] = field(default_factory=dict)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        controls = self.__dict__.get("controls", {})
+        if name in controls:
+            return controls[name]
+        raise AttributeError(name)
+
+
+class CurvesView(_View):
+    """A curves widget (clip or KL). ``curves`` holds the latest computed curves and ``figure``
+    the latest matplotlib figure; ``output`` is the ``Output`` widget it is drawn in."""
+
+    curves: Any
+    figure: Any
+
+
+def _draw(view: CurvesView, output: Any, plot) -> None:
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    figure, axis = plt.subplots(figsize=(6.4, 3.4))
+    plot(axis)
+    figure.tight_layout()
+    plt.close(figure)  # shown once, in the Output widget, not again at the end of the cell
+    view.figure = figure
+    with output:
+        output.clear_output(wait=True)
+        display(figure)
