@@ -207,6 +207,8 @@ print(f"rollout.texts            {len(rollout.texts)} strings")
 from grpo_core.rewards import length_reward, make_length_reward
 
 print(inspect.getsource(make_length_reward))
+
+# %%
 pd.DataFrame({"completion": [t.replace("\n", " ") for t in rollout.texts],
               "characters": [len(t) for t in rollout.texts],
               "reward": length_reward(rollout.texts)})

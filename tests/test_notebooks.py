@@ -5,7 +5,14 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from tools.notebooks import NOTEBOOK_DIR, copy_markdown, out_of_sync, paired_scripts
+from tools.notebooks import (
+    NOTEBOOK_DIR,
+    copy_markdown,
+    out_of_sync,
+    paired_scripts,
+    refresh_sources,
+    shows_source,
+)
 
 SCRIPTS = paired_scripts()
 
@@ -73,3 +80,28 @@ def test_copy_markdown_keeps_outputs_and_refuses_code_changes(tmp_path):
     script.write_text("# %% [markdown]\n# New prose.\n\n# %%\nprint(2)\n")
     with pytest.raises(ValueError, match="code cell 1 changed; rebuild it"):
         copy_markdown(script)
+
+
+def test_refresh_sources_reruns_only_the_code_listings(tmp_path):
+    import jupytext
+
+    script = tmp_path / "99_toy.py"
+    script.write_text(
+        "# %%\nimport textwrap\nx = 1\n\n"
+        "# %%\nprint(inspect.getsource(textwrap.dedent))\n\n"
+        "# %%\nprint(inspect.getsource(textwrap.indent))\nprint(x)\n")
+    executed = jupytext.read(script)
+    stale = [nbformat.v4.new_output("stream", name="stdout", text="stale\n")]
+    for cell in executed.cells:
+        cell.outputs = list(stale)
+    nbformat.write(executed, script.with_suffix(".ipynb"))
+
+    assert refresh_sources(script) == 1
+    cells = nbformat.read(script.with_suffix(".ipynb"), as_version=4).cells
+    assert cells[1].outputs[0]["text"].startswith("def dedent(text):")  # a listing: re-run
+    assert cells[0].outputs[0]["text"] == "stale\n"  # not a listing: untouched
+    assert cells[2].outputs[0]["text"] == "stale\n"  # prints more than code: untouched
+    assert refresh_sources(script) == 0
+    assert shows_source("import inspect\nprint(inspect.getsource(len))")
+    assert not shows_source("print(inspect.getsource(len))\nprint(1)")
+    assert not shows_source("x = (")

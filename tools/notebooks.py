@@ -7,6 +7,7 @@ reader sees real results.
     python tools/notebooks.py build [NAME ...]   # .py -> executed .ipynb (all, or the named ones)
     python tools/notebooks.py check              # exit 1 if a pair is out of sync
     python tools/notebooks.py markdown NAME ...  # copy prose edits into the executed .ipynb
+    python tools/notebooks.py sources NAME ...   # re-run only the cells that print package code
 
 This lives outside ``grpo_core`` on purpose: the package knows nothing about notebooks.
 """
@@ -14,7 +15,9 @@ This lives outside ``grpo_core`` on purpose: the package knows nothing about not
 from __future__ import annotations
 
 import argparse
+import ast
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -93,6 +96,55 @@ def copy_markdown(script: Path) -> int:
     return changed
 
 
+def _prints_source(node: ast.stmt) -> bool:
+    """``print(inspect.getsource(name))``."""
+    call = node.value if isinstance(node, ast.Expr) else None
+    return (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+            and call.func.id == "print" and len(call.args) == 1
+            and isinstance(call.args[0], ast.Call)
+            and ast.unparse(call.args[0].func) == "inspect.getsource")
+
+
+def shows_source(source: str) -> bool:
+    """True for a cell that only imports and prints package code with ``inspect.getsource``:
+    its output is the code itself, which changes whenever the code does."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return False
+    shown = [node for node in body if not isinstance(node, (ast.Import, ast.ImportFrom))]
+    return bool(shown) and all(map(_prints_source, shown))
+
+
+def refresh_sources(script: Path) -> int:
+    """Re-run the cells of ``script``'s executed notebook that only print package code
+    (:func:`shows_source`), each with the imports of every cell above it, and store their new
+    output. Nothing else is executed or changed. Returns the number of outputs that changed."""
+    notebook_path = script.with_suffix(".ipynb")
+    executed = nbformat.read(notebook_path, as_version=4)
+    imports: list[str] = ["import inspect"]
+    changed = 0
+    for cell in executed.cells:
+        if cell.cell_type != "code":
+            continue
+        if shows_source(cell.source):
+            program = "\n".join([*imports, cell.source])
+            done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                                  cwd=script.parent, check=True)
+            output = nbformat.v4.new_output("stream", name="stdout", text=done.stdout)
+            if [dict(o) for o in cell.outputs] != [dict(output)]:
+                cell.outputs = [output]
+                changed += 1
+        try:
+            body = ast.parse(cell.source).body
+        except SyntaxError:
+            continue
+        imports += [ast.unparse(node) for node in body
+                    if isinstance(node, (ast.Import, ast.ImportFrom))]
+    nbformat.write(executed, notebook_path)
+    return changed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -101,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("check", help="report pairs that are out of sync")
     markdown_parser = sub.add_parser("markdown", help="copy prose edits into executed notebooks")
     markdown_parser.add_argument("names", nargs="+", help="e.g. 02_policy_rollout_reward")
+    sources_parser = sub.add_parser("sources", help="re-run only the cells that print package code")
+    sources_parser.add_argument("names", nargs="*", help="e.g. 03_group_baseline (default: all)")
     args = parser.parse_args(argv)
 
     scripts = paired_scripts()
@@ -112,6 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(args.names) - {s.stem for s in scripts}
     if unknown:
         parser.error(f"no such notebook(s): {sorted(unknown)}; have {[s.stem for s in scripts]}")
+    if args.command == "sources":
+        for script in chosen:
+            print(f"{script.with_suffix('.ipynb').name}: {refresh_sources(script)} code listings "
+                  "updated")
+        return 0
     if args.command == "markdown":
         for script in chosen:
             print(f"{script.with_suffix('.ipynb').name}: {copy_markdown(script)} markdown cells "
