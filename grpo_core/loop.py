@@ -4,7 +4,7 @@ Lecture, "One GRPO training round", run for many rounds (notebook 07). One *step
 optimizer update, as in TRL: a fresh rollout is sampled every ``num_iterations`` steps and
 reused for the steps in between (the old log-probs are computed once, when it is sampled).
 
-Each step appends one line of metrics, under TRL's names (COURSE.md section 3), to
+Each step appends one line of metrics, under TRL's names (docs/design.md, "Metrics"), to
 ``<out_dir>/metrics.jsonl`` and flushes it at once. Ctrl-C stops the run cleanly: the metrics
 are kept, a checkpoint is saved in ``<out_dir>/checkpoint/``, and ``train(..., resume=True)``
 continues from it with the next step number. An exception (e.g. in a reward function) also

@@ -1,7 +1,7 @@
 """Run profiles: one switch that decides the model, the data and the scale of every run.
 
 The same functions run in every profile; a profile only changes numbers and the model
-(COURSE.md section 4). The switch is read here and nowhere else:
+(docs/design.md, "Profiles"). The switch is read here and nowhere else:
 
 1. an explicit argument (``get_profile("cpu")``), else
 2. the environment variable ``GRPO_PROFILE``, else

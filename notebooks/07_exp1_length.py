@@ -103,7 +103,7 @@ print(table.round(3).to_string(index=False))
 # ## The model and the prompts
 #
 # The profile decides the model and the scale (notebook 00). The prompts are ordinary
-# questions from `data/prompts_exp1.jsonl`; none of them asks for a short answer.
+# questions from `grpo_core/data/prompts_exp1.jsonl`; none of them asks for a short answer.
 
 # %%
 import torch

@@ -43,7 +43,7 @@
 # 5. train for a couple of steps yourself.
 #
 # **Data in each profile.** `gpu`: MBPP's train split from the Hub, as in the lecture.
-# `cpu` and `smoke`: the course's own problems (`data/problems.jsonl`, written in MBPP's
+# `cpu` and `smoke`: the course's own problems (`grpo_core/data/problems.jsonl`, written in MBPP's
 # format: a statement, a function name, asserts) stand in for MBPP, because real MBPP is far
 # beyond a 135M-parameter model (section 3 shows it). Training uses the *very easy* and
 # *easy* ones.

@@ -496,7 +496,7 @@ print(plan.stdout or plan.stderr)
 # ```bash
 # hf jobs run --flavor a100x4 --timeout 3h --secrets HF_TOKEN python:3.12 \
 #   bash -c "git clone --depth=1 https://github.com/grpo-from-scratch/grpo-course && \
-#            cd grpo-course && pip install -r requirements.txt vllm && pip install --no-deps -e . && \
+#            cd grpo-course && pip install -e . vllm && \
 #            accelerate launch --config_file scripts/accelerate/ddp.yaml --num_processes 4 \
 #              scripts/trl_mbpp.py --profile gpu --use-vllm --hub-model-id <you>/qwen3-0.6b-grpo-mbpp"
 # ```
