@@ -14,6 +14,8 @@
 # %% [markdown]
 # # 05 · The reward is a testable contract
 #
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/05_reward_contract.ipynb)
+#
 # **Needs:** a CPU is enough (the model part is short). **Takes:** about 2 minutes in the `cpu`
 # profile (two groups sampled from SmolLM2, a few dozen sandboxed programs), under a minute in
 # `smoke`; on a GPU about a minute.
@@ -32,16 +34,23 @@
 # 4. a reward that never varies within a group teaches nothing.
 
 # %%
-# Colab only: fetch the course and install what the runtime lacks (keeps Colab's torch).
-# Everywhere else this cell does nothing: `make lab` has already installed everything.
+# Colab only: fetch the course and install what the runtime lacks, keeping Colab's own torch,
+# ipywidgets and ipykernel. Everywhere else this cell does nothing: `make lab` installed it all.
+import os
 import subprocess
 import sys
 
 if "google.colab" in sys.modules:
-    COURSE_REPO = "https://github.com/grpo-from-scratch/grpo-course"
-    subprocess.run(["git", "clone", "-q", "--depth=1", COURSE_REPO, "/content/grpo-course"])
-    subprocess.run([sys.executable, "/content/grpo-course/tools/colab_setup.py"], check=True)
-    sys.path.insert(0, "/content/grpo-course")
+    COURSE_REPO, COURSE_DIR = "https://github.com/grpo-from-scratch/grpo-course", "/content/grpo-course"
+    print(f"cloning {COURSE_REPO} ...", flush=True)
+    clone = subprocess.run(["git", "clone", "-q", "--depth=1", COURSE_REPO, COURSE_DIR],
+                           capture_output=True, text=True)
+    if clone.returncode and not os.path.isdir(f"{COURSE_DIR}/.git"):
+        raise RuntimeError(f"could not clone {COURSE_REPO}: {clone.stderr.strip()}")
+    # the setup script is told what this kernel imported, to ask for a restart only if needed
+    subprocess.run([sys.executable, f"{COURSE_DIR}/tools/colab_setup.py"], check=True,
+                   input="\n".join(sys.modules), text=True)
+    sys.path.insert(0, COURSE_DIR)
 else:
     print("Not in Colab: nothing to install.")
 

@@ -14,6 +14,8 @@
 # %% [markdown]
 # # 06 · Fixed preferences or fresh samples
 #
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/06_fixed_or_fresh.ipynb)
+#
 # **Needs:** a laptop CPU (about 3 GB of free memory) or a Colab GPU. **Takes:** measured on the course's 2-core CPU machine: `cpu`
 # profile 6.5 min to build on an almost idle machine (sampling the fixed pairs 45 s, DPO 73 s,
 # 4 GRPO steps 150 s, fresh samples from three models 90 s; 38 min while other jobs shared
@@ -34,16 +36,23 @@
 # what follows from that.
 
 # %%
-# Colab only: fetch the course and install what the runtime lacks (keeps Colab's torch).
-# Everywhere else this cell does nothing: `make lab` has already installed everything.
+# Colab only: fetch the course and install what the runtime lacks, keeping Colab's own torch,
+# ipywidgets and ipykernel. Everywhere else this cell does nothing: `make lab` installed it all.
+import os
 import subprocess
 import sys
 
 if "google.colab" in sys.modules:
-    COURSE_REPO = "https://github.com/grpo-from-scratch/grpo-course"
-    subprocess.run(["git", "clone", "-q", "--depth=1", COURSE_REPO, "/content/grpo-course"])
-    subprocess.run([sys.executable, "/content/grpo-course/tools/colab_setup.py"], check=True)
-    sys.path.insert(0, "/content/grpo-course")
+    COURSE_REPO, COURSE_DIR = "https://github.com/grpo-from-scratch/grpo-course", "/content/grpo-course"
+    print(f"cloning {COURSE_REPO} ...", flush=True)
+    clone = subprocess.run(["git", "clone", "-q", "--depth=1", COURSE_REPO, COURSE_DIR],
+                           capture_output=True, text=True)
+    if clone.returncode and not os.path.isdir(f"{COURSE_DIR}/.git"):
+        raise RuntimeError(f"could not clone {COURSE_REPO}: {clone.stderr.strip()}")
+    # the setup script is told what this kernel imported, to ask for a restart only if needed
+    subprocess.run([sys.executable, f"{COURSE_DIR}/tools/colab_setup.py"], check=True,
+                   input="\n".join(sys.modules), text=True)
+    sys.path.insert(0, COURSE_DIR)
 else:
     print("Not in Colab: nothing to install.")
 

@@ -14,6 +14,8 @@
 # %% [markdown]
 # # 08 · Experiment 2: unit-test rewards, the signal check, and the group size k
 #
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/08_exp2_mbpp.ipynb)
+#
 # **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** about 8 minutes in the `cpu`
 # profile (484 s measured on the course's 2-core machine, load average 3-4: two signal checks
 # of 80 completions each, then 2 training steps), 2-2.5 min in the `smoke` profile (CI) under
@@ -49,16 +51,23 @@
 # *easy* ones.
 
 # %%
-# Colab only: fetch the course and install what the runtime lacks (keeps Colab's torch).
-# Everywhere else this cell does nothing: `make lab` has already installed everything.
+# Colab only: fetch the course and install what the runtime lacks, keeping Colab's own torch,
+# ipywidgets and ipykernel. Everywhere else this cell does nothing: `make lab` installed it all.
+import os
 import subprocess
 import sys
 
 if "google.colab" in sys.modules:
-    COURSE_REPO = "https://github.com/grpo-from-scratch/grpo-course"
-    subprocess.run(["git", "clone", "-q", "--depth=1", COURSE_REPO, "/content/grpo-course"])
-    subprocess.run([sys.executable, "/content/grpo-course/tools/colab_setup.py"], check=True)
-    sys.path.insert(0, "/content/grpo-course")
+    COURSE_REPO, COURSE_DIR = "https://github.com/grpo-from-scratch/grpo-course", "/content/grpo-course"
+    print(f"cloning {COURSE_REPO} ...", flush=True)
+    clone = subprocess.run(["git", "clone", "-q", "--depth=1", COURSE_REPO, COURSE_DIR],
+                           capture_output=True, text=True)
+    if clone.returncode and not os.path.isdir(f"{COURSE_DIR}/.git"):
+        raise RuntimeError(f"could not clone {COURSE_REPO}: {clone.stderr.strip()}")
+    # the setup script is told what this kernel imported, to ask for a restart only if needed
+    subprocess.run([sys.executable, f"{COURSE_DIR}/tools/colab_setup.py"], check=True,
+                   input="\n".join(sys.modules), text=True)
+    sys.path.insert(0, COURSE_DIR)
 else:
     print("Not in Colab: nothing to install.")
 
