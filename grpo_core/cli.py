@@ -19,11 +19,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from grpo_core.experiments import EXPERIMENTS, HACKING_PROXIES, Experiment, build_config
-from grpo_core.loop import RunResult, train
+from grpo_core.loop import RunResult, TrainConfig, train
 from grpo_core.profiles import Profile, get_profile
 from grpo_core.run_files import METRICS_FILE, read_jsonl
 from grpo_core.scoring import RewardError
@@ -96,6 +97,25 @@ def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return overrides
 
 
+def fit_to_gpu(config: TrainConfig, model: Any, tokenizer: Any,
+               experiment: Experiment) -> TrainConfig:
+    """The micro-batch size and gradient checkpointing of ``grpo_core.hardware``'s memory plan
+    for this GPU's memory, printed."""
+    import torch
+
+    from grpo_core.hardware import plan_for_model
+
+    plan = plan_for_model(model, tokenizer, [row["prompt"] for row in experiment.prompts],
+                          torch.cuda.get_device_properties(0).total_memory,
+                          batch_rows=config.batch_size, completion_tokens=config.max_new_tokens,
+                          beta=config.beta)
+    print(f"memory plan: {plan.describe()}", flush=True)
+    if not plan.fits:
+        raise SystemExit(f"{PROG}: {plan.describe()}")
+    return replace(config, micro_batch_size=plan.micro_batch_size,
+                   gradient_checkpointing=config.gradient_checkpointing or plan.gradient_checkpointing)
+
+
 def run_experiment(args: argparse.Namespace) -> RunResult:
     """Load the profile's model, train the experiment, and write the curves."""
     from grpo_core.models import load_policy
@@ -111,7 +131,9 @@ def run_experiment(args: argparse.Namespace) -> RunResult:
     out = Path(args.out or f"runs/{args.experiment}-{profile.name}")
     model, tokenizer = load_policy(profile)
     if config.autocast_dtype is not None:
-        model.float()  # master weights in float32; autocast runs the matmuls in bf16
+        model.float()  # master weights in float32; autocast runs the matmuls in bf16/fp16
+    if profile.device == "cuda" and config.micro_batch_size is None:
+        config = fit_to_gpu(config, model, tokenizer, experiment)
     plot = LivePlot(every=args.plot_every, path=out / "curves.png", title=experiment.title,
                     targets=experiment.targets, show=False)
     extra = {"experiment": experiment.name, "profile": profile.name, "model_id": profile.model_id,

@@ -60,6 +60,9 @@ def environment_report(profile_name: str | None = None) -> str:
 
         device += f" ({torch.cuda.get_device_name(0)})"
     lines.append(f"device        {device}")
+    from grpo_core.hardware import detect_precision
+
+    lines.append(f"precision     {detect_precision(profile.device if cuda else 'cpu').reason}")
     lines.append(f"colab         {in_colab()}")
     return "\n".join(lines)
 

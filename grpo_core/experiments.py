@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_core.evaluation import Evaluator
+from grpo_core.hardware import Precision, detect_precision
 from grpo_core.loop import TrainConfig
 from grpo_core.profiles import Profile
 from grpo_core.rewards import LENGTH_TARGET, RewardFn
@@ -248,13 +249,18 @@ EXPERIMENTS: dict[str, Callable[..., Experiment]] = {
 }
 
 
-def build_config(profile: Profile, experiment: Experiment, **overrides: Any) -> TrainConfig:
+def build_config(profile: Profile, experiment: Experiment, *, precision: Precision | None = None,
+                 **overrides: Any) -> TrainConfig:
     """Profile sizes, then the experiment's settings, then ``overrides`` (TrainConfig fields).
 
-    On a GPU whose profile computes in a lower precision, the weights stay float32 and the
-    loop autocasts (``autocast_dtype``).
+    On a GPU the precision comes from the device (``grpo_core.hardware.detect_precision``, or
+    ``precision``): the weights stay float32 and the loop autocasts to bfloat16, or to float16
+    with loss scaling where the GPU has no bfloat16 tensor cores (a T4).
     """
     settings = {**experiment.overrides, **overrides}
-    if profile.device == "cuda" and profile.dtype != "float32":
-        settings.setdefault("autocast_dtype", profile.dtype)  # float32 weights, bf16 compute
+    if profile.device == "cuda":
+        precision = precision or detect_precision("cuda")
+        if precision.autocast is not None:
+            settings.setdefault("autocast_dtype", precision.autocast)
+            settings.setdefault("loss_scaling", precision.loss_scaling)
     return TrainConfig.from_profile(profile, **settings)

@@ -80,6 +80,10 @@ class TrainConfig:
             last step (0: never); its numbers join that step's metrics.
         save_checkpoint: False never writes a checkpoint (tests, throwaway runs).
         autocast_dtype: e.g. ``"bfloat16"`` on a GPU with float32 weights; None: no autocast.
+        loss_scaling: scale the loss before backward (``torch.amp.GradScaler``), for float16
+            autocast, whose small range would underflow small gradients.
+        gradient_checkpointing: recompute each layer's activations in the backward pass
+            (less memory, about a third more compute; ``grpo_core.hardware.memory_plan``).
         system_message: optional system prompt for the chat template.
         enable_thinking: passed to the chat template (Qwen3; off in the course).
     """
@@ -106,6 +110,8 @@ class TrainConfig:
     eval_every: int = 0
     save_checkpoint: bool = True
     autocast_dtype: str | None = None
+    loss_scaling: bool = False
+    gradient_checkpointing: bool = False
     system_message: str | None = None
     enable_thinking: bool = False
 
@@ -295,7 +301,8 @@ def update(run: _Run, batch: Batch) -> dict[str, float]:
             epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high, loss_type=cfg.loss_type,
             max_completion_length=cfg.max_new_tokens, num_items_in_batch=total_tokens)
         share = 1.0 if cfg.loss_type == "dapo" else (rows.stop - rows.start) / mask.size(0)
-        (loss * share).backward()
+        scaled = loss * share
+        (scaled if run.scaler is None else run.scaler.scale(scaled)).backward()
         loss_value += loss.item() * share
         token_share = (mask[rows].sum() / total_tokens).item()
         metrics["entropy"] = masked_mean(entropy, mask[rows]).item()
@@ -303,10 +310,18 @@ def update(run: _Run, batch: Batch) -> dict[str, float]:
             sums[key] = sums.get(key, 0.0) + value * token_share
         ratio_min, ratio_max = _ratio_extremes(logps, old, mask[rows], ratio_min, ratio_max)
     max_norm = math.inf if cfg.max_grad_norm is None else cfg.max_grad_norm
+    if run.scaler is not None:
+        run.scaler.unscale_(run.optimizer)  # clip and log the true gradient, not the scaled one
     grad_norm = torch.nn.utils.clip_grad_norm_(run.params, max_norm)
-    run.optimizer.step()
+    extra = {}
+    if run.scaler is None:
+        run.optimizer.step()
+    else:  # skips the step when the scaled gradient overflowed, and adapts the scale
+        run.scaler.step(run.optimizer)
+        extra["loss_scale"] = run.scaler.get_scale()
+        run.scaler.update()
     return {**sums, "ratio/min": ratio_min, "ratio/max": ratio_max, "loss": loss_value,
-            "grad_norm": grad_norm.item(), "learning_rate": cfg.learning_rate}
+            "grad_norm": grad_norm.item(), "learning_rate": cfg.learning_rate, **extra}
 
 
 def _ratio_extremes(logps: Tensor, old: Tensor | None, mask: Tensor, low: float, high: float):
@@ -333,6 +348,7 @@ class _Run:
     params: list[Tensor]
     ref_model: Any = None
     evaluate: Evaluator | None = None
+    scaler: Any = None  # torch.amp.GradScaler when config.loss_scaling
 
     def evaluates_at(self, step: int) -> bool:
         every = self.config.eval_every
@@ -535,11 +551,17 @@ def _start(model, tokenizer, prompts, reward_funcs, config, reward_weights) -> _
     if config.prompts_per_step > len(rows):
         raise ValueError(f"prompts_per_step={config.prompts_per_step} but only {len(rows)} prompts")
     torch.manual_seed(config.seed)
+    if config.gradient_checkpointing:  # transformers 5 renamed it; older releases have the old name
+        enable = getattr(model, "activation_checkpointing_enable", None)
+        (enable or model.gradient_checkpointing_enable)()
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.learning_rate, betas=config.adam_betas,
                                   weight_decay=config.weight_decay)
+    scaler = None
+    if config.loss_scaling:
+        scaler = torch.amp.GradScaler(next(model.parameters()).device.type)
     return _Run(model, tokenizer, config, rows, funcs, weights, optimizer, params,
-                make_reference(model, config.beta))
+                make_reference(model, config.beta), scaler=scaler)
 
 
 def _steps(run: _Run, result: RunResult, log: MetricsLog, callbacks, progress: bool) -> None:

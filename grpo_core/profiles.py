@@ -172,4 +172,9 @@ def get_profile(name: str | None = None) -> Profile:
     The returned profile's ``reason`` says how it was chosen, for notebooks to print.
     """
     chosen, reason = resolve_profile_name(name)
-    return replace(_PROFILES[chosen], reason=reason)
+    profile = replace(_PROFILES[chosen], reason=reason)
+    if profile.device == "cuda" and cuda_available():
+        from grpo_core.hardware import detect_precision  # bfloat16, or float16 on a T4
+
+        profile = replace(profile, dtype=detect_precision("cuda").load_dtype)
+    return profile

@@ -1,0 +1,151 @@
+"""The gpu profile's choices on CPU: precision per kind of device (capability mocked), the
+memory plan, and the Qwen3 code path on a tiny Qwen3 built from a config (random weights)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from grpo_core import hardware, profiles
+from grpo_core.experiments import build_config, length_experiment
+from grpo_core.hardware import (
+    GIB,
+    QWEN3_0_6B,
+    choose_precision,
+    memory_plan,
+    memory_table,
+    plan_for_model,
+)
+
+DEVICES = {  # name: (compute capability, torch's is_bf16_supported)
+    "Tesla T4": ((7, 5), False),
+    "Tesla V100": ((7, 0), False),
+    "NVIDIA L4": ((8, 9), True),
+    "NVIDIA A100-SXM4-80GB": ((8, 0), True),
+    "NVIDIA H100 80GB HBM3": ((9, 0), True),
+    "Tesla P100": ((6, 0), False),
+}
+EXPECTED = {"Tesla T4": "float16", "Tesla V100": "float16", "NVIDIA L4": "bfloat16",
+            "NVIDIA A100-SXM4-80GB": "bfloat16", "NVIDIA H100 80GB HBM3": "bfloat16",
+            "Tesla P100": None}
+SETTINGS = {"batch_rows": 64, "prompt_tokens": 160, "completion_tokens": 256}
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """Make torch (and the profiles) see one CUDA device of the given kind."""
+    def install(name):
+        capability, bf16 = DEVICES[name]
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: capability)
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16)
+        monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: name)
+    return install
+
+
+@pytest.mark.parametrize("name", DEVICES)
+def test_the_gpu_profile_chooses_its_precision_from_the_device(name, fake_gpu):
+    fake_gpu(name)
+    precision = hardware.detect_precision("cuda")
+    assert precision.autocast == EXPECTED[name]
+    assert precision.loss_scaling == (EXPECTED[name] == "float16")
+    assert name in precision.reason and f"{DEVICES[name][0][0]}.{DEVICES[name][0][1]}" in precision.reason
+    profile = profiles.get_profile("gpu")
+    assert profile.dtype == (EXPECTED[name] or "float32")
+    config = build_config(profile, length_experiment(profile))
+    assert config.autocast_dtype == EXPECTED[name]
+    assert config.loss_scaling == (EXPECTED[name] == "float16")
+
+
+def test_the_cpu_keeps_float32():
+    precision = choose_precision("cpu")
+    assert (precision.load_dtype, precision.autocast, precision.loss_scaling) == \
+        ("float32", None, False)
+    assert build_config(profiles.get_profile("cpu"),
+                        length_experiment(profiles.get_profile("cpu"))).autocast_dtype is None
+
+
+def test_memory_plan_for_qwen3_on_t4_l4_and_a100():
+    bf16 = choose_precision("cuda", capability=(8, 0), bf16_supported=True)
+    rows = {row["gpu"]: row for row in memory_table(**SETTINGS, precision=bf16)}
+    t4, l4, a100 = (rows[name] for name in hardware.GPUS_GIB)
+    # float32 master weights + gradients + AdamW's two moments: 16 bytes per parameter
+    assert t4["fixed GiB"] == pytest.approx(16 * QWEN3_0_6B.params / GIB, abs=0.05)
+    assert 1 <= t4["micro-batch"] < l4["micro-batch"] < a100["micro-batch"] <= 64
+    for row in rows.values():
+        assert 64 % row["micro-batch"] == 0 and not row["checkpointing"]
+
+
+def test_memory_plan_counts_the_reference_and_lora_and_falls_back_to_checkpointing():
+    plan = memory_plan(QWEN3_0_6B, 15 * GIB, **SETTINGS)
+    with_reference = memory_plan(QWEN3_0_6B, 15 * GIB, beta=0.04, **SETTINGS)
+    assert with_reference.reference == 4 * QWEN3_0_6B.params
+    assert with_reference.micro_batch_size < plan.micro_batch_size
+    lora = memory_plan(QWEN3_0_6B, 15 * GIB, beta=0.04, trainable=10_000_000, **SETTINGS)
+    assert lora.reference == 0 and lora.optimizer == 8 * 10_000_000
+    assert lora.micro_batch_size > plan.micro_batch_size
+    long = memory_plan(QWEN3_0_6B, 15 * GIB, batch_rows=8, prompt_tokens=4000,
+                       completion_tokens=256)
+    assert long.gradient_checkpointing and long.fits
+    too_small = memory_plan(QWEN3_0_6B, 8 * GIB, **SETTINGS)
+    assert not too_small.fits and "LoRA" in too_small.describe()
+
+
+QWEN3_TEMPLATE = (  # the generation-prompt branch of Qwen3's own chat template
+    "{%- for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>\\n' }}{%- endfor %}{%- if add_generation_prompt %}"
+    "{{ '<|im_start|>assistant\\n' }}{%- if enable_thinking is defined and enable_thinking is "
+    "false %}{{ '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}")
+
+
+@pytest.fixture
+def tiny_qwen3_dir(smoke_policy, tmp_path):
+    """A 2-layer Qwen3 with random weights and a Qwen3-style chat template, saved like a Hub
+    model, so ``load_policy`` takes the gpu profile's path (``local_files_only``)."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    _, tokenizer = smoke_policy
+    tokenizer = copy.deepcopy(tokenizer)
+    tokenizer.chat_template = QWEN3_TEMPLATE
+    torch.manual_seed(0)
+    config = Qwen3Config(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         head_dim=16, eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True)
+    Qwen3ForCausalLM(config).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    return tmp_path
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("precision", ["bfloat16", "float16"])
+def test_the_qwen3_path_trains_a_step(tiny_qwen3_dir, precision):
+    from grpo_core.loop import TrainConfig, train
+    from grpo_core.models import load_policy
+    from grpo_core.rewards import length_reward
+    from grpo_core.rollout import chat_prompt
+
+    profile = profiles.get_profile("gpu").with_overrides(model_id=str(tiny_qwen3_dir),
+                                                         device="cpu")
+    model, tokenizer = load_policy(profile)
+    assert type(model).__name__ == "Qwen3ForCausalLM" and model.dtype == torch.bfloat16
+    prompt = chat_prompt(tokenizer, "Say hi.", enable_thinking=profile.enable_thinking)
+    assert prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")  # thinking off
+    plan = plan_for_model(model, tokenizer, ["Say hi."], 1 * GIB, batch_rows=4,
+                          completion_tokens=8)
+    assert plan.fits and plan.micro_batch_size == 4
+    model.float()  # float32 master weights, as the command line does under autocast
+    before = [p.detach().clone() for p in model.parameters()]
+    scaling = precision == "float16"
+    config = TrainConfig.from_profile(profile, group_size=2, prompts_per_step=2, max_steps=1,
+                                      max_new_tokens=8, learning_rate=1e-2, save_checkpoint=False,
+                                      autocast_dtype=precision, loss_scaling=scaling,
+                                      gradient_checkpointing=True)
+    result = train(model, tokenizer, ["Say hi.", "Name a colour."], length_reward, config,
+                   progress=False)
+    record = result.metrics[0]
+    assert torch.isfinite(torch.tensor(record["loss"]))
+    assert ("loss_scale" in record) == scaling
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
