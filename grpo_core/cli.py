@@ -48,7 +48,10 @@ OPTIONS: dict[str, tuple[str, type]] = {
     "--save-every": ("save_every", int),
     "--eval-every": ("eval_every", int),
     "--temperature": ("temperature", float),
+    "--lora-rank": ("lora_rank", int),
+    "--lora-alpha": ("lora_alpha", float),
 }
+LORA_RANK = 16  # --lora without --lora-rank
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -68,6 +71,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="mbpp, hacking: group size at the profile's completions per step")
     parser.add_argument("--proxy", choices=HACKING_PROXIES, default=None,
                         help=f"hacking: the proxy reward (default {HACKING_PROXIES[0]})")
+    parser.add_argument("--lora", action="store_true",
+                        help=f"train LoRA adapters (rank {LORA_RANK} unless --lora-rank) instead "
+                             "of every weight; LoRA usually wants a ~10x larger --lr")
+    parser.add_argument("--lora-targets", default=None,
+                        help="comma-separated module names to adapt (default: all-linear)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch CPU threads (1 is steadier on a busy or shared machine)")
@@ -94,6 +102,12 @@ def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
                  if getattr(args, name) is not None}
     if args.no_checkpoint:
         overrides["save_checkpoint"] = False
+    if args.lora and "lora_rank" not in overrides:
+        overrides["lora_rank"] = LORA_RANK
+    if args.lora_targets:
+        overrides["lora_targets"] = tuple(t.strip() for t in args.lora_targets.split(",") if t.strip())
+    if ("lora_alpha" in overrides or "lora_targets" in overrides) and not overrides.get("lora_rank"):
+        raise SystemExit("--lora-alpha and --lora-targets need --lora (or --lora-rank R)")
     return overrides
 
 

@@ -35,6 +35,7 @@ from torch import Tensor
 
 from grpo_core.advantages import SCALES, flat_groups, group_advantages
 from grpo_core.logprobs import token_logprobs
+from grpo_core.lora import adapter_disabled, add_lora, has_adapter, load_adapter_weights
 from grpo_core.loss import LOSS_TYPES, grpo_loss, masked_mean
 from grpo_core.profiles import Profile
 from grpo_core.rewards import RewardFn
@@ -84,6 +85,11 @@ class TrainConfig:
             autocast, whose small range would underflow small gradients.
         gradient_checkpointing: recompute each layer's activations in the backward pass
             (less memory, about a third more compute; ``grpo_core.hardware.memory_plan``).
+        lora_rank: 0 trains every weight; r >= 1 adds LoRA adapters of rank r
+            (``grpo_core.lora``) and trains only them. With beta > 0 the reference is then the
+            base model with the adapters switched off: no second copy.
+        lora_alpha: LoRA's scale numerator (default ``2 * lora_rank``).
+        lora_targets: the module names to adapt, or ``"all-linear"``.
         system_message: optional system prompt for the chat template.
         enable_thinking: passed to the chat template (Qwen3; off in the course).
     """
@@ -112,6 +118,9 @@ class TrainConfig:
     autocast_dtype: str | None = None
     loss_scaling: bool = False
     gradient_checkpointing: bool = False
+    lora_rank: int = 0
+    lora_alpha: float | None = None
+    lora_targets: str | tuple[str, ...] = "all-linear"
     system_message: str | None = None
     enable_thinking: bool = False
 
@@ -139,6 +148,8 @@ class TrainConfig:
         _positive_int("prompts_per_step", self.prompts_per_step)
         _positive_int("max_new_tokens", self.max_new_tokens)
         _positive_int("num_iterations", self.num_iterations)
+        if not isinstance(self.lora_rank, int) or self.lora_rank < 0:
+            raise ValueError(f"lora_rank must be an int >= 0 (0: no LoRA), got {self.lora_rank!r}")
         if not isinstance(self.eval_every, int) or self.eval_every < 0:
             raise ValueError(f"eval_every must be an int >= 0, got {self.eval_every!r}")
         if not isinstance(self.max_steps, int) or self.max_steps < 0:
@@ -170,7 +181,8 @@ class RunResult:
     """What ``train`` returns.
 
     Attributes:
-        model: the trained policy (eval mode).
+        model: the trained policy (eval mode); with ``lora_rank`` the ``peft`` model that
+            wraps the one passed in.
         ref_model: the frozen reference model, or None (always None when ``beta == 0``).
         metrics: one dict per step of this call (resumed steps included only if logged now).
         step: the last completed step number (steps count from 1).
@@ -241,6 +253,9 @@ def make_rollout(run: _Run, step: int) -> Batch:
         batch.old_logps = frozen_logps(run, run.model, batch)
     if run.ref_model is not None:
         batch.ref_logps = frozen_logps(run, run.ref_model, batch)
+    elif cfg.beta > 0 and has_adapter(run.model):  # the base model is the reference
+        with adapter_disabled(run.model):
+            batch.ref_logps = frozen_logps(run, run.model, batch)
     return batch
 
 
@@ -382,8 +397,9 @@ def as_rows(prompts: Sequence[str | dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def make_reference(model: Any, beta: float) -> Any:
-    """A frozen copy of ``model`` when ``beta > 0``; None otherwise (no memory spent)."""
-    if beta == 0:
+    """A frozen copy of ``model`` when ``beta > 0``; None otherwise (no memory spent), and
+    None for a LoRA model, whose reference is its base with the adapters off."""
+    if beta == 0 or has_adapter(model):
         return None
     reference = copy.deepcopy(model).eval()
     reference.requires_grad_(False)
@@ -421,7 +437,7 @@ def save_checkpoint(run: _Run, out_dir: Path, step: int) -> Path:
     final = Path(out_dir) / CHECKPOINT_DIR
     staging = final.with_name(CHECKPOINT_DIR + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
-    run.model.save_pretrained(staging)
+    run.model.save_pretrained(staging)  # a LoRA model saves its adapters only
     run.tokenizer.save_pretrained(staging)
     torch.save(run.optimizer.state_dict(), staging / "optimizer.pt")
     state = {"step": step, "config": _jsonable(asdict(run.config))}
@@ -440,10 +456,13 @@ def checkpoint_step(out_dir: Path | str) -> int | None:
 def restore_checkpoint(run: _Run, out_dir: Path) -> int:
     """Load the checkpoint's weights and optimizer state into ``run``; return its step."""
     folder = Path(out_dir) / CHECKPOINT_DIR
-    dtype = next(run.model.parameters()).dtype
-    saved = type(run.model).from_pretrained(folder, dtype=dtype)
-    run.model.load_state_dict(saved.state_dict())
-    del saved
+    if has_adapter(run.model):
+        load_adapter_weights(run.model, folder)
+    else:
+        dtype = next(run.model.parameters()).dtype
+        saved = type(run.model).from_pretrained(folder, dtype=dtype)
+        run.model.load_state_dict(saved.state_dict())
+        del saved
     optimizer_file = folder / "optimizer.pt"
     if optimizer_file.exists():
         run.optimizer.load_state_dict(torch.load(optimizer_file, weights_only=True))
@@ -528,7 +547,7 @@ def train(
             start_step = restore_checkpoint(run, out)
         write_config(out, config, run, {**(extra_config or {}), "resumed_from_step": start_step})
     log = MetricsLog(out, keep_up_to=start_step)
-    result = RunResult(model, run.ref_model, step=start_step, out_dir=out)
+    result = RunResult(run.model, run.ref_model, step=start_step, out_dir=out)
     try:
         _steps(run, result, log, callbacks, progress)
     except KeyboardInterrupt:
@@ -551,9 +570,13 @@ def _start(model, tokenizer, prompts, reward_funcs, config, reward_weights) -> _
     if config.prompts_per_step > len(rows):
         raise ValueError(f"prompts_per_step={config.prompts_per_step} but only {len(rows)} prompts")
     torch.manual_seed(config.seed)
+    if config.lora_rank:
+        model = add_lora(model, config.lora_rank, config.lora_alpha, config.lora_targets)
     if config.gradient_checkpointing:  # transformers 5 renamed it; older releases have the old name
         enable = getattr(model, "activation_checkpointing_enable", None)
         (enable or model.gradient_checkpointing_enable)()
+        if config.lora_rank:  # frozen embeddings: give the checkpointed blocks a grad path
+            model.enable_input_require_grads()
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.learning_rate, betas=config.adam_betas,
                                   weight_decay=config.weight_decay)

@@ -93,6 +93,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--vllm-gpu-memory-utilization", type=float, default=0.3)
     parser.add_argument("--activation-checkpointing", action="store_true",
                         help="recompute activations in the backward pass (less memory)")
+    parser.add_argument("--lora", action="store_true",
+                        help="train LoRA adapters (peft) instead of every weight")
+    parser.add_argument("--lora-rank", type=int, default=16, help="with --lora (default 16)")
+    parser.add_argument("--lora-targets", default="all-linear",
+                        help="with --lora: comma-separated module names, or all-linear")
     parser.add_argument("--hub-model-id", default=None,
                         help="push the trained model to this Hub repo (HF Jobs: the disk is lost)")
     parser.add_argument("--report-to", default="none", help="none, trackio, wandb, tensorboard")
@@ -192,6 +197,29 @@ def load_rows(profile: Any, source: str, difficulty: str | None) -> tuple[Any, s
     return datasets.Dataset.from_list(chat), f"{described}, {len(rows)} problems"
 
 
+def lora_targets(args: argparse.Namespace) -> str | list[str]:
+    targets = [t.strip() for t in args.lora_targets.split(",") if t.strip()]
+    return targets[0] if targets == ["all-linear"] else targets
+
+
+def lora_plan(args: argparse.Namespace) -> str:
+    """The plan's LoRA part, one phrase."""
+    if not args.lora:
+        return "every weight trains"
+    return f"LoRA rank {args.lora_rank} on {lora_targets(args)} (beta > 0: base model as reference)"
+
+
+def peft_config(args: argparse.Namespace) -> Any:
+    """The ``peft.LoraConfig`` our loop uses (``grpo_core.lora``), or None without --lora."""
+    if not args.lora:
+        return None
+    try:
+        from grpo_core.lora import lora_config
+        return lora_config(args.lora_rank, targets=lora_targets(args))
+    except ImportError as error:
+        raise SetupError(f"--lora needs peft ({error}); pip install peft") from None
+
+
 def reward_functions(names: Sequence[str], log: list[dict[str, Any]]) -> list[Callable[..., Any]]:
     """The reward functions, each wrapped to record what this process scored."""
     from grpo_core.rewards import length_reward, unit_test_reward
@@ -283,6 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{processes} process(es) x {per_device} completions = {prompts_per_step} prompts x "
             f"{num_generations} per step; {max_completion_length} new tokens; {max_steps} steps; "
             f"rewards {names}; generation with {'vLLM' if args.use_vllm else 'transformers'}; "
+            f"{lora_plan(args)}; "
             f"backends {backends or ['ddp' if processes > 1 else 'single process']}")
     if rank() == 0:
         print(plan, flush=True)
@@ -355,6 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         train_dataset=dataset,
         processing_class=tokenizer,
         callbacks=[report_callback(out, reward_log)],
+        peft_config=peft_config(args),
     )
     trainer.train()
     if args.hub_model_id is not None:
