@@ -149,3 +149,18 @@ def test_the_qwen3_path_trains_a_step(tiny_qwen3_dir, precision):
     assert torch.isfinite(torch.tensor(record["loss"]))
     assert ("loss_scale" in record) == scaling
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
+def test_the_gpu_check_report_reads_as_a_table():
+    from tools.gpu_check import report_markdown
+
+    report = {"device_name": "Tesla T4", "precision": "float16 autocast with loss scaling",
+              "model": "SmolLM2-135M-Instruct (offline package)", "sizes": {"group_size": 8},
+              "ours": {"step_times": [2.0, 1.0, 3.0], "rollout_tokens_per_s": 900.4,
+                       "peak_gib": 5.25},
+              "trl": None, "trl_error": "No module named 'trl'",
+              "memory_plan": "micro-batch 4", "exp1_mean_chars": [40.2, 31.0]}
+    text = report_markdown(report)
+    assert "| median step (s) | 2.00 | - |" in text
+    assert "| rollout tokens/s | 900 | - |" in text and "| peak GPU memory (GiB) | 5.25 | - |" in text
+    assert "mean characters per step: 40, 31" in text and "TRL did not run: No module" in text
