@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -128,7 +129,10 @@ def kernel_limits(timeout_s: float, memory_mb: int) -> list[tuple[str, int]]:
 def classify(run: ChildRun, records: Records, plan: SplitPlan) -> tuple[str, str]:
     """A status and a short human-readable detail (diagnostics only, never a score)."""
     if run.ended_by == "deadline":
-        return "timeout", f"no result within {run.seconds:.2f} s"
+        return "timeout", f"no result within {run.seconds:.2f} s (wall-clock backstop)"
+    if run.status is not None and os.WIFSIGNALED(run.status) and \
+            os.WTERMSIG(run.status) == signal.SIGXCPU:
+        return "timeout", f"CPU budget used up after {run.seconds:.2f} s"
     if run.ended_by == "budget":
         return "flooded", "more than the record budget was written"
     if records.load_error:

@@ -21,18 +21,21 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .host import (
-    Isolation,
-    Slot,
-    kill_processes_of,
-    make_workdir,
-    remove_files_of,
-    remove_tree,
-    sandbox_env,
-)
+from .host import Isolation, Slot, kill_processes_of, make_workdir, sandbox_env
 from .zygote import Zygote, ZygoteError, discard_zygote, zygote_for
 
 OUTPUT_BUDGET = 4 << 20  # bytes of records read per completion
+TMPFS_BYTES = 16 << 20  # everything a completion may write, in memory, freed when it ends
+INSIDE_WORKDIR = "/sandbox"  # the working folder's path inside a private root
+
+
+def wall_backstop(cpu_s: float) -> float:
+    """The wall-clock limit for a completion with a CPU budget of ``cpu_s`` seconds.
+
+    Only a backstop (a candidate that sleeps or waits uses no CPU): twice the budget, so a
+    completion that gets half a core on a busy machine still ends by its CPU budget.
+    """
+    return 2 * cpu_s + 0.25
 
 
 class SandboxError(RuntimeError):
@@ -61,23 +64,30 @@ class ChildRun:
 def run_child(isolation: Isolation, slot: Slot, request: dict[str, Any],
               limits: list[tuple[str, int]], timeout_s: float,
               budget: int = OUTPUT_BUDGET) -> ChildRun:
-    """Fork a sandboxed child for ``slot``, send it ``request``, collect its records."""
+    """Fork a sandboxed child for ``slot``, send it ``request``, collect its records.
+
+    ``timeout_s`` is the child's CPU budget (its keeper enforces it); the wall clock only
+    backs it up (``wall_backstop``).
+    """
     _zygote(isolation, slot)  # started (once per slot) before the clock starts
     started = time.monotonic()
-    deadline = started + timeout_s
-    workdir = make_workdir(isolation, slot.uid)
+    deadline = started + wall_backstop(timeout_s)
+    workdir = INSIDE_WORKDIR if isolation.private_root else make_workdir(isolation, slot.uid)
     request_r, request_w = os.pipe()
     result_r, result_w = os.pipe()
     still_open = {request_r, request_w, result_r, result_w}
     zygote, pid, run = None, None, None
     try:
         spec = {"uid": slot.uid, "workdir": workdir, "env": sandbox_env(workdir),
-                "limits": limits, "drop_caps": isolation.user_namespace}
+                "limits": limits, "drop_caps": isolation.user_namespace,
+                "cpu_s": float(timeout_s), "tmpfs_bytes": TMPFS_BYTES}
         zygote, pid = _spawn(isolation, slot, spec, request_r, result_w)
         _close(still_open, request_r, result_w)
         sent = _send(request_w, marshal.dumps(request, 4), deadline)
         _close(still_open, request_w)
         data, ended_by = _collect(result_r, deadline, budget) if sent == "ok" else (b"", sent)
+        if ended_by == "eof" and not _await_exit(pid, deadline):
+            ended_by = "deadline"  # it closed its pipe but kept running to the backstop
         status = _stop(isolation, slot, zygote, pid)
         run = ChildRun(data, ended_by, status, time.monotonic() - started)
     finally:
@@ -160,6 +170,27 @@ def _collect(fd: int, deadline: float, budget: int) -> tuple[bytes, str]:
             return b"".join(chunks), "budget"
 
 
+def _await_exit(pid: int, deadline: float) -> bool:
+    """Wait (until the deadline) for the keeper to end by itself, so that its wait status
+    says how the candidate ended (a spent CPU budget shows as SIGXCPU). True if it did.
+
+    The keeper is the zygote's child and not yet reaped, so its pid cannot have been reused.
+    """
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return True  # already gone
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        while time.monotonic() < deadline:
+            if poller.poll(_ms_left(deadline)):
+                return True
+        return False
+    finally:
+        os.close(fd)
+
+
 def _ms_left(deadline: float) -> int:
     return max(0, math.ceil((deadline - time.monotonic()) * 1000))
 
@@ -191,14 +222,22 @@ def _kill(pid: int) -> None:
 
 
 def _clean_up(isolation: Isolation, slot: Slot, workdir: str, thorough: bool) -> None:
-    """Remove what the child left. ``thorough``: also kill every process of the uid.
+    """Remove what the child left; never raises (nothing a completion does may make
+    ``run_tests`` fail).
 
-    After a clean run (exit status 0 on its own) that scan (about 5 ms) is skipped: with
-    ``RLIMIT_NPROC=0`` for a non-root uid, which the probe checks, the child could not create
-    any process, and its own group is already dead.
+    With a private root there is nothing on disk to remove: the child's tmpfs went with its
+    mount namespace, and its PID namespace took every process it made. Without one, the
+    zygote removes the working folder and the uid's files with that uid's own rights (root
+    never walks a path the candidate controls), and ``thorough`` (a run that did not end
+    cleanly) also kills every process of the uid.
     """
-    if thorough and slot.uid is not None:
+    if thorough and slot.uid is not None and not isolation.pid_namespace:
         kill_processes_of(slot.uid)
-    remove_tree(workdir)
-    if slot.uid is not None:
-        remove_files_of(slot.uid, isolation.shared_dirs)
+    if isolation.private_root:
+        return
+    try:
+        _zygote(isolation, slot).clean([workdir], isolation.shared_dirs, slot.uid)
+    except (SandboxError, ZygoteError):
+        discard_zygote(isolation, slot)
+    with contextlib.suppress(OSError):
+        os.rmdir(workdir)  # empty now; the folder above it is root's, not the uid's
