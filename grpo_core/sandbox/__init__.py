@@ -112,8 +112,12 @@ def run_tests(code: str, tests: Sequence[str], *, setup_code: str = "",
     if not records.ready and run.ended_by in ("eof", "no_start"):
         raise SandboxError("the sandboxed child exited before running anything "
                            f"(wait status {run.status}); see isolation_report()")
-    verdicts = judge_tests(plan, records)
-    status, detail = classify(run, records, plan)
+    try:
+        verdicts = judge_tests(plan, records)
+        status, detail = classify(run, records, plan)
+    except Exception as error:  # noqa: BLE001 - a reward call never raises for a completion
+        verdicts = tuple(False for _ in tests)
+        status, detail = "crashed", f"the parent could not judge it ({type(error).__name__})"
     return SandboxResult(sum(verdicts), len(tests), status, detail, verdicts, run.seconds,
                          slot.uid)
 
