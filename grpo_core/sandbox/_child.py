@@ -5,17 +5,28 @@ process, the *zygote*, never runs candidate code and never sees any: it only for
 completion runs in a brand-new process forked from it (the same idea as ``multiprocessing``'s
 forkserver), which enters the sandbox before it reads its request from its own pipe. So every
 completion starts from the same pristine interpreter state, and nothing of another completion
-is in its memory. Only the standard library is used; ``ctypes`` (for ``unshare`` and ``prctl``)
-is optional, and the parent is told which layers it got.
+is in its memory. Only the standard library is used; ``ctypes`` (for ``unshare``, ``mount``,
+``prctl`` and seccomp) is optional, and the parent is told which layers it got: the zygote
+tries each per-completion layer once, for real, in a throw-away child (``per_child_layers``).
+
+Each completion is two processes. The *keeper* (forked by the zygote, trusted) makes a new
+PID namespace for its child and forks the *candidate* (PID 1 there), which makes its own
+mount namespace with a private tmpfs root (``enter_private_root``), drops to the sandbox uid,
+loads the seccomp filter and its rlimits, then runs the request. The keeper enforces the CPU
+budget and ends the way the candidate ended. Docs: ``docs/sandbox.md``.
 
 Control protocol on fd 0 (a Unix stream socket to the parent):
 * zygote -> parent at start: ``Z`` + marshal dict of the layers it set up.
-* parent -> zygote ``F``: 4-byte length + marshal dict (uid, workdir, env, limits), with two
-  descriptors attached: the request pipe's read end and the result pipe's write end.
-  zygote -> parent: ``P`` + 4-byte pid (or ``E`` + 4-byte errno).
+* parent -> zygote ``F``: 4-byte length + marshal dict (uid, workdir, env, limits, CPU
+  budget), with two descriptors attached: the request pipe's read end and the result pipe's
+  write end. zygote -> parent: ``P`` + 4-byte pid of the keeper (or ``E`` + 4-byte errno).
 * parent -> zygote ``W`` + 4-byte pid (after the parent has SIGKILLed its process group):
-  the zygote reaps it, deletes any System V IPC object left in its IPC namespace, and answers
-  ``S`` + 4-byte wait status.
+  the zygote reaps it, kills and reaps any orphan of it (the zygote is a child subreaper),
+  deletes any System V IPC object left in its IPC namespace, and answers ``S`` + 4-byte wait
+  status.
+* parent -> zygote ``C``: 4-byte length + marshal dict (paths, shared folders, uid): only
+  without a private root, a child of the zygote with that uid's own rights empties the
+  working folder and removes the uid's files; answer ``S`` + its wait status.
 
 Child records, one ASCII line each, on fd 3 (the result pipe):
 ``R`` ready (written by trusted code, before any candidate code runs); ``["L","<hex>"]`` loading
@@ -262,7 +273,10 @@ def keep(pid, cpu_s, _exit=os._exit):
         _exit(120)
 
 
-def cpu_seconds(pid, _ticks=os.sysconf("SC_CLK_TCK")):
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid, _ticks=CLOCK_TICKS):
     """User + system CPU time of a live process (all its threads), from /proc."""
     try:
         fd = os.open("/proc/%d/stat" % pid, os.O_RDONLY)

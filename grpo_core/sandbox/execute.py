@@ -1,12 +1,14 @@
-"""Run one request in one fresh sandboxed child, under a wall-clock deadline the parent owns.
+"""Run one request in one fresh sandboxed child, under a CPU budget and a wall-clock backstop.
 
 Guarantees of ``run_child``, whatever the child does:
-* it returns by the deadline plus the time to kill and clean up (normally milliseconds);
+* it returns by the wall-clock backstop plus the time to kill and clean up (normally
+  milliseconds); the child's CPU budget is enforced by its keeper (``_child.keep``);
 * it reads at most ``budget`` bytes of the child's records and nothing else (the child's
   stdout and stderr are /dev/null);
-* on return the child's whole process group has been SIGKILLed and reaped, its working folder
-  is gone, and at level 1 so is every file its uid left in the shared temporary folders; after
-  any run that did not end cleanly, every process of the uid is killed too.
+* on return the child's whole process group has been SIGKILLed and reaped, with every orphan
+  it left (its PID namespace, or the zygote as subreaper); with a private root nothing of it
+  is left on disk (its tmpfs died with its mount namespace); without one its working folder
+  and the uid's files are removed by a process with that uid's own rights, never by root.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Host-side mechanics: the isolation settings, sandbox uids, working folders and clean-up.
+"""Host-side mechanics: the isolation settings, sandbox uids, working folders, killing by uid.
 
 Everything here runs in the trusted parent. The settings (``Isolation``) come from the probe in
 ``probe.py``; this module only carries them out.
@@ -24,7 +24,7 @@ _ENV_ALLOWLIST = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8
                   # a fixed seed: set and dict order, and so the score, never depend on the run
                   "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1",
                   "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-# world-writable folders where a sandbox uid could leave files behind
+# world-writable folders where a sandbox uid could leave files behind (without a private root)
 SHARED_DIR_CANDIDATES = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue")
 
 
@@ -32,10 +32,11 @@ SHARED_DIR_CANDIDATES = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mque
 class Isolation:
     """How completions are run; built and checked by ``probe.probe_isolation``.
 
-    ``uids`` empty means level 0: children run as the current user. The namespaces are
-    entered once by each worker's zygote and shared by the children it forks one after the
-    other; ``user_namespace`` is only used at level 0, where it is what lets an ordinary
-    user create the other two.
+    ``uids`` empty means level 0: children run as the current user. The network and IPC
+    namespaces are entered once by each worker's zygote and shared by the children it forks
+    one after the other; the PID and mount namespaces (``pid_namespace``, ``private_root``)
+    are new for every completion. ``user_namespace`` is only used at level 0, where it is
+    what lets an ordinary user create the others.
     """
 
     interpreter: str

@@ -6,13 +6,15 @@ intentions. A layer that is not available is dropped with a ``SandboxWarning``, 
 
 Levels:
 * **1**: the parent is root (CI, Colab): every completion runs as a dedicated unprivileged uid
-  (one per worker slot, from ``GRPO_SANDBOX_UID_BASE``, default 60100), and, where the
-  kernel allows ``unshare(2)`` (through ``ctypes``), in an empty network namespace and a
-  private IPC namespace.
+  (one per worker slot, from ``GRPO_SANDBOX_UID_BASE``, default 60100).
 * **0**: the parent is an ordinary user (a laptop): the child runs as that same user. The
-  kernel limits (no fork, no threads, memory, CPU, files) and the split evaluation still hold,
-  but the child can read and write whatever that user can, including other processes of
-  that user. Where unprivileged user namespaces exist, the network is still cut.
+  kernel limits (no fork, no threads, memory, CPU, files) and the split evaluation still hold.
+
+At either level, where the kernel allows ``unshare(2)`` (through ``ctypes``; an ordinary user
+needs unprivileged user namespaces), each completion also gets an empty network namespace, a
+private IPC namespace, its own PID namespace, its own mount namespace with a private tmpfs
+root (``_child.enter_private_root``) and a seccomp filter. Each layer is tried for real by
+the zygote and reported on or off; ``docs/sandbox.md`` explains the design.
 """
 
 from __future__ import annotations
@@ -294,7 +296,11 @@ def isolation_report_for(isolation: Isolation, facts: Facts) -> IsolationReport:
     """The report for given settings and the facts the probe measured under them."""
     layers = _layers(isolation, facts)
     problems = [f"{name} is not available: {how}" for name, active, how in layers if not active]
-    if isolation.level == 0:
+    if isolation.level == 0 and isolation.private_root:
+        problems.append("level 0: the candidate runs as your own user; its private root "
+                        "keeps your files out of its reach, a separate uid would add a second "
+                        "wall")
+    elif isolation.level == 0:
         problems.append("level 0: the candidate runs as your own user and can read or change "
                         "your files, signal your processes and read their environment")
     return IsolationReport(isolation.level, isolation.interpreter, facts.version,

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import builtins
 import functools
+import threading
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,6 +49,21 @@ VALUES_NAME = "__V"  # the judge reads leaf values from this list
 CANDIDATE_FILENAME, TEST_FILENAME = "<candidate>", "<test>"
 warnings.filterwarnings("ignore", module=f"^({CANDIDATE_FILENAME}|{TEST_FILENAME})$")
 BINOP_NAME = "__binop"  # arithmetic on candidate values goes through a size guard
+
+
+# CPython 3.11 keeps the AST converter's recursion depth in state that threads share, so two
+# threads parsing at once can get "SystemError: AST constructor recursion depth mismatch"
+# (gh-106905); ``unit_test_reward`` scores completions from a thread pool. Parsing is fast.
+_AST_LOCK = threading.Lock()
+
+
+def parse(source: str, filename: str) -> ast.Module:
+    """``ast.parse``, one thread at a time; a SystemError reads as a SyntaxError."""
+    with _AST_LOCK:
+        try:
+            return ast.parse(source, filename=filename)
+        except SystemError as error:
+            raise SyntaxError(f"the parser failed: {error}") from None
 
 
 class UnsplittableTestError(ValueError):
@@ -178,7 +194,7 @@ def trusted_imports(setup_code: str) -> frozenset[str]:
 def trusted_import_values(setup_code: str) -> dict[str, str]:
     """``name -> "module"`` or ``"module.attribute"`` for ``trusted_imports``."""
     try:
-        tree = ast.parse(setup_code, filename=CANDIDATE_FILENAME)
+        tree = parse(setup_code, CANDIDATE_FILENAME)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return {}
     found: dict[str, str] = {}
@@ -211,13 +227,14 @@ def split_assert(test: str, candidate_names: frozenset[str],
     splitter = _Splitter(candidate_names, _locally_bound_names(statement) | imported)
     body = splitter.visit(statement.test, truth_context=True)
     expression = ast.fix_missing_locations(ast.Expression(body=body))
-    judge = compile(expression, "<judge>", "eval", dont_inherit=True)
+    with _AST_LOCK:
+        judge = compile(expression, "<judge>", "eval", dont_inherit=True)
     return SplitTest(test, tuple(splitter.leaves), judge)
 
 
 def _parse_assert(test: str) -> ast.Assert:
     try:
-        module = ast.parse(test.strip(), filename=TEST_FILENAME)
+        module = parse(test.strip(), TEST_FILENAME)
     except SyntaxError as error:
         raise UnsplittableTestError(f"test is not valid Python: {test!r} ({error})") from None
     if len(module.body) != 1 or not isinstance(module.body[0], ast.Assert):
@@ -315,7 +332,7 @@ def module_level_names(source: str) -> frozenset[str]:
     evaluates that name with its own trusted meaning, which can only fail such a test.
     """
     try:
-        tree = ast.parse(source, filename=CANDIDATE_FILENAME)
+        tree = parse(source, CANDIDATE_FILENAME)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return frozenset()
     names: set[str] = set()

@@ -182,7 +182,7 @@ def test_knowing_only_the_entry_point_earns_nothing_more_on_mbpp():
 
     with ThreadPoolExecutor(2) as pool:
         gains = list(pool.map(gain, rows))
-    assert max(gains) <= 0, [row["task_id"] for row, g in zip(rows, gains) if g > 0]
+    assert max(gains) <= 0, [row["task_id"] for row, g in zip(rows, gains, strict=True) if g > 0]
 
 
 # ---------------------------------------------------------------- 3. answer keys
