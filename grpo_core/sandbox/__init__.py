@@ -20,8 +20,8 @@ in short:
   size-capped tmpfs holding only read-only system folders and the standard library (the
   project, its data and every home folder are absent), and a seccomp filter (no kernel
   keyrings, no ``sync``). Its environment holds no secrets and its output goes to /dev/null.
-* **The budget is CPU time**: ``timeout_s`` of CPU for the whole completion, enforced by a
-  trusted keeper process, so a completion scores the same on a busy machine; a wall-clock
+* **The budget is CPU time**: ``timeout_s`` of CPU for the whole completion, read from
+  /proc by the parent, so a completion scores the same on a busy machine; a wall-clock
   limit (``2 * timeout_s + 0.25`` s) is only a backstop, enforced with SIGKILL by the parent.
   Every process of a completion dies with it; its files go with its tmpfs.
 
@@ -141,8 +141,8 @@ def classify(run: ChildRun, records: Records, plan: SplitPlan) -> tuple[str, str
     """A status and a short human-readable detail (diagnostics only, never a score)."""
     if run.ended_by == "deadline":
         return "timeout", f"no result within {run.seconds:.2f} s (wall-clock backstop)"
-    if run.status is not None and os.WIFSIGNALED(run.status) and \
-            os.WTERMSIG(run.status) == signal.SIGXCPU:
+    if run.ended_by == "cpu" or (run.status is not None and os.WIFSIGNALED(run.status)
+                                 and os.WTERMSIG(run.status) == signal.SIGXCPU):
         return "timeout", f"CPU budget used up after {run.seconds:.2f} s"
     if run.ended_by == "budget":
         return "flooded", "more than the record budget was written"

@@ -9,17 +9,17 @@ is in its memory. Only the standard library is used; ``ctypes`` (for ``unshare``
 ``prctl`` and seccomp) is optional, and the parent is told which layers it got: the zygote
 tries each per-completion layer once, for real, in a throw-away child (``per_child_layers``).
 
-Each completion is two processes. The *keeper* (forked by the zygote, trusted) makes a new
-PID namespace for its child and forks the *candidate* (PID 1 there), which makes its own
-mount namespace with a private tmpfs root (``enter_private_root``), drops to the sandbox uid,
-loads the seccomp filter and its rlimits, then runs the request. The keeper enforces the CPU
-budget and ends the way the candidate ended. Docs: ``docs/sandbox.md``.
+Each completion is one process, forked by the zygote as PID 1 of a new PID namespace
+(``fork_in_own_pid_namespace``). Before it reads its request it makes its own mount
+namespace with a private tmpfs root (``enter_private_root``, a copy of the skeleton the
+zygote built once: ``build_skeleton``), drops to the sandbox uid and loads the seccomp filter
+and its rlimits. The parent enforces the CPU budget from /proc. Docs: ``docs/sandbox.md``.
 
 Control protocol on fd 0 (a Unix stream socket to the parent):
 * zygote -> parent at start: ``Z`` + marshal dict of the layers it set up.
 * parent -> zygote ``F``: 4-byte length + marshal dict (uid, workdir, env, limits, CPU
   budget), with two descriptors attached: the request pipe's read end and the result pipe's
-  write end. zygote -> parent: ``P`` + 4-byte pid of the keeper (or ``E`` + 4-byte errno).
+  write end. zygote -> parent: ``P`` + 4-byte pid (or ``E`` + 4-byte errno).
 * parent -> zygote ``W`` + 4-byte pid (after the parent has SIGKILLed its process group):
   the zygote reaps it, kills and reaps any orphan of it (the zygote is a child subreaper),
   deletes any System V IPC object left in its IPC namespace, and answers ``S`` + 4-byte wait
@@ -178,11 +178,10 @@ def evaluate(request):
 
 
 def enter_sandbox(spec, request_fd, result_fd, libc, zygote_pid):
-    """In the freshly forked child, still privileged: set up, fork the candidate, keep it.
+    """In the freshly forked child, still privileged: drop into the sandbox before reading.
 
-    This process is the *keeper*: trusted code that stays outside the candidate's PID
-    namespace, enforces its CPU budget and passes its wait status on. It returns only in the
-    candidate's process (the keeper's fork child), after that has entered the sandbox.
+    With the PID-namespace layer this process is PID 1 of a namespace of its own (the zygote
+    forked it that way), so every process it could make dies with it.
     """
     os.setsid()  # its own session and process group: the parent kills the whole group
     # park both pipe ends high first: they may arrive as 3 and 4, in either order
@@ -193,30 +192,13 @@ def enter_sandbox(spec, request_fd, result_fd, libc, zygote_pid):
         os.dup2(null, fd)  # fd 0 was the control socket
     os.dup2(1000, RESULT_FD)
     os.dup2(1001, RESULT_FD + 1)
-    os.closerange(RESULT_FD + 2, 1 << 16)  # anything else inherited, the parked copies too
+    # anything else inherited: the parked copies, and the zygote's descriptors of the host's
+    # /proc and PID namespace (ways out of the sandbox), first thing
+    os.closerange(RESULT_FD + 2, 1 << 16)
     if libc is not None:
         libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)  # dies with the zygote
-    if os.getppid() != zygote_pid:
-        os._exit(4)
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if spec["pid_ns"] and libc.unshare(CLONE_NEWPID) != 0:
-        os._exit(6)  # the probe said it works: never run weaker than reported
-    keeper_pid = os.getpid()
-    pid = os.fork()
-    if pid == 0:
-        enter_candidate(spec, libc, keeper_pid)
-        return
-    os.close(RESULT_FD)  # only the candidate may hold the result pipe: its EOF is the end
-    os.close(RESULT_FD + 1)
-    keep(pid, spec["cpu_s"])
-
-
-def enter_candidate(spec, libc, keeper_pid):
-    """In the candidate's process: private filesystem, uid drop, seccomp, limits."""
-    if libc is not None:
-        libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)  # dies with its keeper
-    if not spec["pid_ns"] and os.getppid() != keeper_pid:
-        os._exit(4)
+    if not spec["pid_ns"] and os.getppid() != zygote_pid:
+        os._exit(4)  # (in its own PID namespace its parent has no pid it could see)
     if spec["fs"]:
         enter_private_root(spec, libc)
     os.chdir(spec["workdir"])
@@ -239,98 +221,88 @@ def enter_candidate(spec, libc, keeper_pid):
         os._exit(3)  # the uid drop did not happen: run nothing
 
 
-def keep(pid, cpu_s, _exit=os._exit):
-    """Wait for the candidate; SIGKILL it once it has used ``cpu_s`` seconds of CPU.
+SCRATCH = "/scratch"  # the per-completion tmpfs, inside the skeleton
+# After the zygote moves into its skeleton, it reads the host's /proc through this
+# descriptor (opened before the move). Every child closes it before anything else.
+HOST_PROC_FD = 1010
 
-    The budget is CPU time, not wall-clock time, so a completion scores the same on a busy
-    machine; the parent's wall-clock deadline is only a backstop (a sleeping candidate). The
-    keeper then ends the way the candidate did, so the parent reads one wait status; a
-    candidate stopped for its budget shows as killed by SIGXCPU.
+
+def build_skeleton(layout, root, libc):
+    """Move this process (the zygote) into a mount namespace whose root is a small read-only
+    tmpfs: read-only binds of the system folders and the interpreter's import path, a few
+    device nodes, symlinks for /tmp, /var/tmp and /dev/shm into ``/scratch`` and an empty
+    ``/proc``. The host's /proc stays reachable to the zygote only as ``HOST_PROC_FD``.
+
+    Built once per zygote, so each completion only copies a namespace of about ten mounts
+    and mounts two (``enter_private_root``). Raises ``OSError`` if the kernel refuses a step.
     """
-    import select
-    import signal
-    try:
-        poller = select.poll()
-        poller.register(os.pidfd_open(pid), select.POLLIN)
-        over = False
-        while True:
-            left = cpu_s - cpu_seconds(pid)
-            if left <= 0:
-                os.kill(pid, signal.SIGKILL)
-                over = True
-                break
-            if poller.poll(max(10, int(left * 1000) + 10)):
-                break  # it exited (CPU time only grows while it runs, so wait what is left)
-        status = os.waitpid(pid, 0)[1]
-        if over:
-            status = signal.SIGXCPU
-        if os.WIFEXITED(status):
-            _exit(os.WEXITSTATUS(status))
-        number = os.WTERMSIG(status)
-        signal.signal(number, signal.SIG_DFL)
-        os.kill(os.getpid(), number)
-    finally:
-        _exit(120)
-
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid, _ticks=CLOCK_TICKS):
-    """User + system CPU time of a live process (all its threads), from /proc."""
-    try:
-        fd = os.open("/proc/%d/stat" % pid, os.O_RDONLY)
-        try:
-            fields = os.read(fd, 4096).rsplit(b")", 1)[1].split()
-        finally:
-            os.close(fd)
-        return (int(fields[11]) + int(fields[12])) / _ticks
-    except (OSError, IndexError, ValueError):
-        return 0.0  # gone (a zombie keeps its /proc entry): the poll sees it exit
-
-
-def enter_private_root(spec, libc):
-    """Give the candidate a root of its own: a size-capped tmpfs that holds read-only binds
-    of the system folders and the interpreter's standard library, fresh /tmp, /var/tmp,
-    /dev/shm and working folder, a few device nodes, and /proc of its own PID namespace.
-
-    Nothing else of the host exists there (no project, no data, no home, no /run), and
-    everything it can write lives in that tmpfs, which the kernel frees when the last process
-    of the mount namespace exits: no clean-up runs on paths the candidate controlled.
-    """
-    check = make_checker(libc)
+    check = raising_checker(libc)
     check(libc.unshare(CLONE_NEWNS), "unshare")
     check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "private /")
-    root = spec["root"].encode()
-    options = ("size=%d,nr_inodes=%d,mode=0755" % (spec["tmpfs_bytes"], 4096)).encode()
-    check(libc.mount(b"tmpfs", root, b"tmpfs", MS_NOSUID | MS_NODEV, options), "tmpfs")
-    base = spec["root"]
-    for name, target in spec["links"]:
-        os.symlink(target, base + name)
-    for path in spec["binds"]:
-        bind_read_only(libc, check, path, base + path, directory=True)
-    os.makedirs(base + "/dev", 0o755)
-    for name in ("null", "zero", "full", "random", "urandom"):
-        if not os.path.exists("/dev/" + name):
-            continue
-        os.close(os.open(base + "/dev/" + name, os.O_CREAT | os.O_WRONLY, 0o666))
-        bind_read_only(libc, check, "/dev/" + name, base + "/dev/" + name, directory=False,
-                       read_only=False)
-    os.symlink("/proc/self/fd", base + "/dev/fd")
-    for path in ("/tmp", "/var/tmp", "/dev/shm"):
-        os.makedirs(base + path, 0o755, exist_ok=True)
-        os.chmod(base + path, 0o1777)
-    os.makedirs(base + spec["workdir"], 0o700)
-    if spec["uid"] is not None:
-        os.chown(base + spec["workdir"], spec["uid"], spec["uid"])
-    os.mkdir(base + "/proc", 0o555)
-    if spec["pid_ns"]:  # without its own PID namespace, /proc would show the host: none
-        check(libc.mount(b"proc", (base + "/proc").encode(), b"proc",
-                         MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "proc")
-    os.chdir(base)
+    check(libc.mount(b"tmpfs", root.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
+                     b"size=1m,nr_inodes=1024,mode=0755"), "tmpfs")
+    links, binds = layout
+    for name, target in links:
+        os.symlink(target, root + name)
+    for path in binds:
+        bind_read_only(libc, check, path, root + path, directory=True)
+    os.makedirs(root + "/dev", 0o755)
+    for name in ("null", "zero", "random", "urandom"):
+        if os.path.exists("/dev/" + name):
+            os.close(os.open(root + "/dev/" + name, os.O_CREAT | os.O_WRONLY, 0o666))
+            check(libc.mount(("/dev/" + name).encode(), (root + "/dev/" + name).encode(),
+                             None, MS_BIND, None), "device")
+    os.makedirs(root + "/var", 0o755, exist_ok=True)
+    for path, target in (("/dev/fd", "/proc/self/fd"), ("/dev/shm", SCRATCH + "/shm"),
+                         ("/tmp", SCRATCH + "/tmp"), ("/var/tmp", SCRATCH + "/tmp")):
+        os.symlink(target, root + path)
+    for path, mode in ((SCRATCH, 0o755), ("/proc", 0o555)):
+        os.mkdir(root + path, mode)
+    host = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
+    os.dup2(host, HOST_PROC_FD)
+    os.close(host)
+    os.chdir(root)
     check(libc.syscall(SYS_PIVOT_ROOT, b".", b"."), "pivot_root")
     check(libc.umount2(b".", MNT_DETACH), "detach the old root")
     os.chdir("/")
+    check(libc.mount(None, b"/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None),
+          "read-only skeleton")
+
+
+def open_host_proc(path):
+    """Open ``path`` under the host's /proc (``HOST_PROC_FD`` once in the skeleton)."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC, dir_fd=HOST_PROC_FD)
+    except OSError as error:
+        if error.errno != 9:  # EBADF: not in a skeleton, /proc is the host's
+            raise
+    return os.open("/proc/" + path, os.O_RDONLY | os.O_CLOEXEC)
+
+
+def enter_private_root(spec, libc):
+    """Give the candidate a root of its own: a copy of the zygote's skeleton (see
+    ``build_skeleton``) in a new mount namespace, with a fresh size-capped tmpfs at
+    ``/scratch`` for everything it may write (working folder, /tmp, /var/tmp, /dev/shm) and
+    a /proc of its own PID namespace. Two mounts, no unmount: cheap to make and to end.
+
+    Nothing else of the host exists there (no project, no data, no home, no /run), and the
+    kernel frees the tmpfs when the last process of the namespace exits: no clean-up runs on
+    paths the candidate controlled.
+    """
+    check = make_checker(libc)
+    check(libc.unshare(CLONE_NEWNS), "unshare")
+    options = ("size=%d,nr_inodes=%d,mode=0755" % (spec["tmpfs_bytes"], 4096)).encode()
+    check(libc.mount(b"tmpfs", SCRATCH.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options),
+          "tmpfs")
+    for name in ("tmp", "shm"):
+        os.mkdir(SCRATCH + "/" + name)
+        os.chmod(SCRATCH + "/" + name, 0o1777)
+    os.mkdir(spec["workdir"], 0o700)
+    if spec["uid"] is not None:
+        os.chown(spec["workdir"], spec["uid"], spec["uid"])
+    if spec["pid_ns"]:  # without its own PID namespace, /proc stays an empty folder
+        check(libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None),
+              "proc")
 
 
 def make_checker(libc):
@@ -341,26 +313,34 @@ def make_checker(libc):
     return check
 
 
-def bind_read_only(libc, check, source, target, directory, read_only=True):
+def raising_checker(libc):
+    """``check(result, what)``: raise ``OSError`` if a mount call failed."""
+    import ctypes
+
+    def check(result, what):
+        if result != 0:
+            raise OSError(ctypes.get_errno(), what)
+    return check
+
+
+def bind_read_only(libc, check, source, target, directory=True):
     """Bind ``source`` at ``target`` (created), then make it read-only, keeping the flags the
     kernel locks on it (an unprivileged remount may not clear nosuid, nodev or noexec)."""
     if directory:
         os.makedirs(target, 0o755, exist_ok=True)
     check(libc.mount(source.encode(), target.encode(), None, MS_BIND | MS_REC, None), "bind")
-    flags = MS_REMOUNT | MS_BIND | MS_NOSUID | (MS_RDONLY if read_only else 0)
+    flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | MS_RDONLY
     locked = os.statvfs(target).f_flag
-    for st_flag, ms_flag in ((os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
-                             (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME),
-                             (os.ST_RELATIME, MS_RELATIME)):
+    for st_flag, ms_flag in ((os.ST_NOEXEC, MS_NOEXEC), (os.ST_NOATIME, MS_NOATIME),
+                             (os.ST_NODIRATIME, MS_NODIRATIME), (os.ST_RELATIME, MS_RELATIME)):
         if locked & st_flag:
             flags |= ms_flag
-    if directory:
-        flags |= MS_NODEV
     check(libc.mount(None, target.encode(), None, flags, None), "read-only")
 
 
-def install_seccomp(libc, program):
-    """Load a seccomp filter (``program``: (code, jt, jf, k) tuples); True if the kernel took it."""
+def compile_seccomp(program):
+    """The ctypes ``sock_fprog`` for ``program`` ((code, jt, jf, k) rows), built once in the
+    zygote: a child that built it would allocate, and so copy, memory it shares."""
     import ctypes
 
     class Filter(ctypes.Structure):
@@ -371,8 +351,13 @@ def install_seccomp(libc, program):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
 
     filters = (Filter * len(program))(*[Filter(*row) for row in program])
-    prog = Program(len(program), filters)
-    return libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) == 0
+    return Program(len(program), filters), filters, ctypes.byref
+
+
+def install_seccomp(libc, compiled):
+    """Load a compiled seccomp filter; True if the kernel took it."""
+    prog, _, byref = compiled
+    return libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, byref(prog), 0, 0) == 0
 
 
 def drop_capabilities(libc):
@@ -440,7 +425,7 @@ def remove_ipc_objects(libc):
                          ("msg", lambda i: libc.msgctl(i, 0, None)),
                          ("sem", lambda i: libc.semctl(i, 0, 0))):
         try:
-            with open("/proc/sysvipc/" + kind) as table:
+            with open(open_host_proc("sysvipc/" + kind)) as table:
                 rows = table.read().splitlines()[1:]
         except OSError:
             continue
@@ -502,42 +487,59 @@ def filesystem_layout():
             links.append((path, os.readlink(path)))
         elif os.path.isdir(path):
             binds.append(path)
-    for entry in sys.path:
+    for entry in sys.path:  # under -S: the standard library and lib-dynload only
         path = os.path.abspath(entry)
         inside = any(path == bound or path.startswith(bound + "/")
                      for bound in binds + [link for link, _ in links])
-        if os.path.isdir(path) and not inside:
+        special = path == "/" or any(path == top or path.startswith(top + "/") for top in (
+            "/tmp", "/var/tmp", "/dev", "/proc", "/sys", "/run", SCRATCH))
+        if os.path.isdir(path) and not inside and not special:
             binds.append(path)
     return links, binds
 
 
 def trial(layers, libc, root, layout):
-    """Does a child get these per-completion layers here? (A real fork, exit status 0.)"""
-    spec = dict(layers, uid=None, workdir="/sandbox", tmpfs_bytes=1 << 20, root=root,
-                links=layout[0], binds=layout[1])
+    """Does a child get these per-completion layers here? (A real fork, exit status 0.)
+
+    The trial process plays the zygote: with ``pid_ns`` it forks two children the way the
+    zygote will, each of which must be PID 1 of a namespace of its own.
+    """
+    spec = dict(layers, uid=None, workdir=SCRATCH + "/work", tmpfs_bytes=1 << 20)
     pid = os.fork()
     if pid == 0:
         try:
-            if spec["pid_ns"] and libc.unshare(CLONE_NEWPID) != 0:
-                os._exit(10)
-            inner = os.fork() if spec["pid_ns"] else 0
-            if inner:
-                os._exit(os.waitstatus_to_exitcode(os.waitpid(inner, 0)[1]) & 0xFF)
-            if spec["pid_ns"] and os.getpid() != 1:
-                os._exit(11)
             if spec["fs"]:
-                enter_private_root(spec, libc)
-                if os.path.exists(root) and root != "/":
-                    os._exit(12)
-            if spec["seccomp"]:
-                libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-                if not install_seccomp(libc, spec["seccomp"]) or libc.syscall(
-                        _SECCOMP_TABLES[os.uname().machine][1][2], 0, 0) != -1:
-                    os._exit(13)
+                build_skeleton(layout, root, libc)
+            for _ in range(2 if spec["pid_ns"] else 1):
+                inner = fork_in_own_pid_namespace(libc) if spec["pid_ns"] else os.fork()
+                if inner == 0:
+                    trial_child(spec, libc, root)
+                if os.waitpid(inner, 0)[1] != 0:
+                    os._exit(10)
             os._exit(0)
         except BaseException:
             os._exit(14)
     return os.waitpid(pid, 0)[1] == 0
+
+
+def trial_child(spec, libc, root):
+    """The child half of ``trial``: enter each layer, check it, exit 0 if all held."""
+    try:
+        os.closerange(3, 1 << 16)
+        if spec["pid_ns"] and os.getpid() != 1:
+            os._exit(11)
+        if spec["fs"]:
+            enter_private_root(spec, libc)
+            if os.path.exists(root) or not os.path.isdir(spec["workdir"]):
+                os._exit(12)
+        if spec["seccomp"]:
+            libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+            if not install_seccomp(libc, spec["seccomp"]) or libc.syscall(
+                    _SECCOMP_TABLES[os.uname().machine][1][2], 0, 0) != -1:
+                os._exit(13)
+        os._exit(0)
+    except BaseException:
+        os._exit(15)
 
 
 def per_child_layers(config, libc, layout):
@@ -546,9 +548,9 @@ def per_child_layers(config, libc, layout):
     if libc is None:
         return layers
     program = seccomp_program()
-    if config.get("seccomp") and program and trial(dict(layers, seccomp=program), libc,
-                                                   config["root"], layout):
-        layers["seccomp"] = program
+    compiled = compile_seccomp(program) if config.get("seccomp") and program else None
+    if compiled and trial(dict(layers, seccomp=compiled), libc, config["root"], layout):
+        layers["seccomp"] = compiled
     for key in ("pid_ns", "fs"):
         wanted = dict(layers, **{key: True}, seccomp=None)
         if config.get(key) and (key != "fs" or SYS_PIVOT_ROOT > 0) and \
@@ -645,18 +647,38 @@ def try_call(function, *args, **kwargs):
         return False
 
 
+PID_NS_FD = 1011  # the zygote's own PID namespace, to come back to after each fork
+
+
+def fork_in_own_pid_namespace(libc):
+    """``os.fork()``, with the child as PID 1 of a new PID namespace.
+
+    ``unshare(CLONE_NEWPID)`` moves only the caller's *future* children, once; ``setns`` back
+    to our own namespace makes the next ``unshare`` possible. One fork per completion, no
+    helper process (a root zygote only: ``setns`` needs CAP_SYS_ADMIN over that namespace).
+    """
+    import ctypes
+    if libc.unshare(CLONE_NEWPID) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWPID)")
+    try:
+        return os.fork()
+    finally:
+        if os.getpid() != 1 and libc.setns(PID_NS_FD, CLONE_NEWPID) != 0:
+            os._exit(9)  # the zygote cannot reset its PID namespace: stop, a new one starts
+
+
 def end_orphans(rounds=50):
     """SIGKILL and reap every remaining child of the zygote.
 
     The zygote is a child subreaper and runs one completion at a time, so any child it has
-    after reaping the keeper is a process of that completion that outlived it (one that left
+    after reaping the child is a process of that completion that outlived it (one that left
     its process group and cleared its parent-death signal, say). They are our unreaped
     children, so their pids cannot have been reused.
     """
-    path = "/proc/self/task/%d/children" % os.getpid()
+    path = "self/task/%d/children" % os.getpid()
     for _ in range(rounds):
         try:
-            with open(path, "rb") as handle:
+            with open(open_host_proc(path), "rb") as handle:
                 pids = [int(pid) for pid in handle.read().split()]
         except (OSError, ValueError):
             pids = []
@@ -716,10 +738,10 @@ def fork_child(spec, fds, libc, zygote_pid):
     """Fork one sandboxed child; the reply for the parent (its pid, or an errno)."""
     if len(fds) != 2:
         return b"E" + struct.pack("!i", 22)
+    pid, code = -1, 1
     try:
-        pid = os.fork()
+        pid = fork_in_own_pid_namespace(libc) if spec["pid_ns"] else os.fork()
     except OSError as error:
-        pid = -1
         code = error.errno or 1
     if pid == 0:
         child_main(spec, fds[0], fds[1], libc, zygote_pid)
@@ -740,9 +762,17 @@ def zygote_main():
     namespaces = set_up_namespaces(config, libc)
     if libc is not None:  # a completion's orphans become our children, to be ended
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    links, binds = filesystem_layout()
-    layers = per_child_layers(config, libc, (links, binds))
-    layers.update(links=links, binds=binds, root=config["root"])
+    layout = filesystem_layout()
+    with_fd = os.open("/proc/self/ns/pid", os.O_RDONLY)  # before the skeleton hides /proc
+    os.dup2(with_fd, PID_NS_FD)
+    os.close(with_fd)
+    layers = per_child_layers(config, libc, layout)
+    if layers["fs"]:
+        try:
+            build_skeleton(layout, config["root"], libc)
+        except OSError:  # the trial passed, so this should not happen: run without it
+            layers["fs"] = False
+            libc.umount2(config["root"].encode(), MNT_DETACH)
     sock = socket.socket(fileno=0)
     report = dict(namespaces, ctypes=libc is not None, pid=os.getpid(),
                   version=sys.version.split()[0], pid_ns=layers["pid_ns"], fs=layers["fs"],

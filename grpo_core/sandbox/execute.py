@@ -2,7 +2,7 @@
 
 Guarantees of ``run_child``, whatever the child does:
 * it returns by the wall-clock backstop plus the time to kill and clean up (normally
-  milliseconds); the child's CPU budget is enforced by its keeper (``_child.keep``);
+  milliseconds), and once the child has used its CPU budget;
 * it reads at most ``budget`` bytes of the child's records and nothing else (the child's
   stdout and stderr are /dev/null);
 * on return the child's whole process group has been SIGKILLed and reaped, with every orphan
@@ -27,8 +27,9 @@ from .host import Isolation, Slot, kill_processes_of, make_workdir, sandbox_env
 from .zygote import Zygote, ZygoteError, discard_zygote, zygote_for
 
 OUTPUT_BUDGET = 4 << 20  # bytes of records read per completion
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 TMPFS_BYTES = 16 << 20  # everything a completion may write, in memory, freed when it ends
-INSIDE_WORKDIR = "/sandbox"  # the working folder's path inside a private root
+INSIDE_WORKDIR = "/scratch/work"  # the working folder inside a private root (_child.SCRATCH)
 
 
 def wall_backstop(cpu_s: float) -> float:
@@ -48,8 +49,9 @@ class SandboxError(RuntimeError):
 class ChildRun:
     """What one child produced.
 
-    ``ended_by``: ``eof`` (it closed its result pipe, normally by exiting), ``deadline``,
-    ``budget`` (it wrote too much) or ``no_start``. ``status``: its wait status, if known.
+    ``ended_by``: ``eof`` (it closed its result pipe, normally by exiting), ``cpu`` (it used
+    its CPU budget), ``deadline`` (the wall-clock backstop), ``budget`` (it wrote too much)
+    or ``no_start``. ``status``: its wait status, if known.
     """
 
     data: bytes
@@ -68,8 +70,8 @@ def run_child(isolation: Isolation, slot: Slot, request: dict[str, Any],
               budget: int = OUTPUT_BUDGET) -> ChildRun:
     """Fork a sandboxed child for ``slot``, send it ``request``, collect its records.
 
-    ``timeout_s`` is the child's CPU budget (its keeper enforces it); the wall clock only
-    backs it up (``wall_backstop``).
+    ``timeout_s`` is the child's CPU budget; the wall clock only backs it up
+    (``wall_backstop``).
     """
     _zygote(isolation, slot)  # started (once per slot) before the clock starts
     started = time.monotonic()
@@ -82,14 +84,13 @@ def run_child(isolation: Isolation, slot: Slot, request: dict[str, Any],
     try:
         spec = {"uid": slot.uid, "workdir": workdir, "env": sandbox_env(workdir),
                 "limits": limits, "drop_caps": isolation.user_namespace,
-                "cpu_s": float(timeout_s), "tmpfs_bytes": TMPFS_BYTES}
+                "tmpfs_bytes": TMPFS_BYTES}
         zygote, pid = _spawn(isolation, slot, spec, request_r, result_w)
         _close(still_open, request_r, result_w)
         sent = _send(request_w, marshal.dumps(request, 4), deadline)
         _close(still_open, request_w)
-        data, ended_by = _collect(result_r, deadline, budget) if sent == "ok" else (b"", sent)
-        if ended_by == "eof" and not _await_exit(pid, deadline):
-            ended_by = "deadline"  # it closed its pipe but kept running to the backstop
+        data, ended_by = _collect(result_r, deadline, budget, pid, timeout_s) \
+            if sent == "ok" else (b"", sent)
         status = _stop(isolation, slot, zygote, pid)
         run = ChildRun(data, ended_by, status, time.monotonic() - started)
     finally:
@@ -149,19 +150,30 @@ def _send(fd: int, payload: bytes, deadline: float) -> str:
         return "no_start"
 
 
-def _collect(fd: int, deadline: float, budget: int) -> tuple[bytes, str]:
-    """Read until EOF, the deadline or the byte budget, whichever comes first.
+def _collect(fd: int, deadline: float, budget: int, pid: int,
+             cpu_s: float) -> tuple[bytes, str]:
+    """Read until EOF, the CPU budget, the wall-clock backstop or the byte budget, whichever
+    comes first (``eof``, ``cpu``, ``deadline``, ``budget``).
 
+    The child's CPU time can grow at most as fast as the wall clock, so it is read (from
+    /proc) only when the budget could have run out: a quick completion never pays for it.
     Never waits for EOF past the deadline: a stuck child cannot hold the parent.
     """
     poller = select.poll()
     poller.register(fd, select.POLLIN)
     chunks: list[bytes] = []
     size = 0
+    check_cpu_at = time.monotonic() + cpu_s
     while True:
-        if time.monotonic() >= deadline:
+        now = time.monotonic()
+        if now >= deadline:
             return b"".join(chunks), "deadline"
-        if not poller.poll(_ms_left(deadline)):
+        if now >= check_cpu_at:
+            left = cpu_s - cpu_seconds(pid)
+            if left <= 0:
+                return b"".join(chunks), "cpu"
+            check_cpu_at = now + max(left, 0.01)
+        if not poller.poll(_ms_left(min(deadline, check_cpu_at))):
             continue
         chunk = os.read(fd, 1 << 16)
         if not chunk:
@@ -172,25 +184,17 @@ def _collect(fd: int, deadline: float, budget: int) -> tuple[bytes, str]:
             return b"".join(chunks), "budget"
 
 
-def _await_exit(pid: int, deadline: float) -> bool:
-    """Wait (until the deadline) for the keeper to end by itself, so that its wait status
-    says how the candidate ended (a spent CPU budget shows as SIGXCPU). True if it did.
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a live process (all its threads), from /proc; 0 if gone.
 
-    The keeper is the zygote's child and not yet reaped, so its pid cannot have been reused.
+    ``pid`` is the zygote's unreaped child, so it cannot have been reused.
     """
     try:
-        fd = os.pidfd_open(pid)
-    except OSError:
-        return True  # already gone
-    try:
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        while time.monotonic() < deadline:
-            if poller.poll(_ms_left(deadline)):
-                return True
-        return False
-    finally:
-        os.close(fd)
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def _ms_left(deadline: float) -> int:

@@ -338,7 +338,7 @@ def _layers(isolation: Isolation, facts: Facts) -> list[tuple[str, bool, str]]:
         ("seccomp filter", isolation.seccomp,
          "no kernel keyrings; sync(2) and syncfs(2) do nothing" if isolation.seccomp
          else "seccomp is unavailable (or an unknown architecture)"),
-        ("CPU-time budget", True, "timeout_s of CPU, enforced by a keeper process; the wall "
+        ("CPU-time budget", True, "timeout_s of CPU, read from /proc by the parent; the wall "
          "clock (2 x timeout_s + 0.25 s) only as a backstop"),
         ("private working folder", True, "in its tmpfs root" if isolation.private_root
          else f"fresh 0700 folder under {isolation.base_dir}"),
