@@ -333,8 +333,11 @@ def _layers(isolation: Isolation, facts: Facts) -> list[tuple[str, bool, str]]:
          "project, data and home folders are not there" if isolation.private_root
          else "no mount namespace could be created: the candidate sees the host's files"),
         ("own PID namespace", isolation.pid_namespace and facts.pid == 1,
-         "its /proc shows only the sandbox; its processes die with it"
-         if isolation.pid_namespace else "no PID namespace could be created"),
+         ("its /proc shows only the sandbox; " if isolation.private_root else
+          "its processes die with it (but without a private root it sees the host's /proc)")
+         + ("its processes die with it" if isolation.private_root else "")
+         if isolation.pid_namespace else "no PID namespace could be created (at level 0 "
+         "it needs root)" if isolation.level == 0 else "no PID namespace could be created"),
         ("seccomp filter", isolation.seccomp,
          "no kernel keyrings; sync(2) and syncfs(2) do nothing" if isolation.seccomp
          else "seccomp is unavailable (or an unknown architecture)"),
