@@ -203,9 +203,12 @@ def test_the_project_and_shared_data_are_not_there(isolation, tmp_path):
     secret.write_text("zq-in-the-project")
     secret.chmod(0o644)
     try:
-        paths = [str(secret), str(REPO_ROOT / "data" / "problems.jsonl"), str(REPO_ROOT),
-                 str(REPO_ROOT.parent / "shared"), os.environ.get("GRPO_MBPP_DIR", "/work"),
-                 str(Path(__file__)), "/etc/passwd", "/run"]
+        keys = [REPO_ROOT / "data" / "problems.jsonl",  # where the answer keys live
+                REPO_ROOT / "grpo_core" / "data" / "problems.jsonl",
+                REPO_ROOT.parent / "shared", Path(os.environ.get("GRPO_MBPP_DIR", "/work"))]
+        paths = [str(secret), str(REPO_ROOT), str(Path(__file__)), "/etc/passwd", "/run",
+                 *(str(path) for path in keys if path.exists())]
+        assert all(os.path.exists(path) for path in paths)  # on the host, every one is there
         tests = [f"assert visible({path!r}) == True" for path in paths]
         tests.append(f"assert read({str(secret)!r}) == 'zq-in-the-project'")
         result = run_tests(READER, tests)
