@@ -2,36 +2,41 @@
 
 ``run_tests(code, tests)`` runs the candidate in a fresh, isolated process and returns a
 ``SandboxResult`` with ``passed``, ``total``, ``fraction`` and ``status``. Standard library
-only: no torch, no numpy. The design (and the measurements behind it) is in the course's
-``notes/sandbox-design.md``; in short:
+only: no torch, no numpy. The design, and why it is built this way, is in ``docs/sandbox.md``;
+in short:
 
 * **The verdict is the parent's.** Each assert is split (``split.py``): the child evaluates
   only the candidate's calls and sends back plain data; the parent compares it with the
   expected values, which never enter the child. Exit codes, stdout and exceptions never count
-  as a pass. So every score the sandbox pays could have been earned by an honest program that
-  returns plain data.
+  as a pass. A test whose trusted names (``math``, ``abs``, ``set``...) the candidate rebinds
+  is failed, not delegated. Decoding and judging in the parent are bounded in time and memory
+  whatever the child wrote (``judge.py``).
 * **The kernel enforces the limits**: every completion gets a brand-new process, forked from
   a pristine ``python -S -s`` that never runs candidate code (a fork server, one per worker:
   ``_child.py``), running as a dedicated unprivileged uid when the parent is root, with no
   fork and no threads (``RLIMIT_NPROC=0``), memory, CPU time, file size, open files and core
-  dumps limited, no_new_privs, an empty network namespace and a private IPC namespace where
-  they can be made, a fresh private working folder, an environment with no secrets, and its
-  output sent to /dev/null.
-* **The deadline is the parent's**: one wall-clock ``timeout_s`` for the whole completion,
-  enforced with SIGKILL of the process group; then what the uid left (files, and after an
-  unclean end any process) is removed.
+  dumps limited, no_new_privs, and, where the kernel allows them, an empty network namespace,
+  a private IPC namespace, its own PID namespace and its own mount namespace whose root is a
+  size-capped tmpfs holding only read-only system folders and the standard library (the
+  project, its data and every home folder are absent), and a seccomp filter (no kernel
+  keyrings, no ``sync``). Its environment holds no secrets and its output goes to /dev/null.
+* **The budget is CPU time**: ``timeout_s`` of CPU for the whole completion, read from
+  /proc by the parent, so a completion scores the same on a busy machine; a wall-clock
+  limit (``2 * timeout_s + 0.25`` s) is only a backstop, enforced with SIGKILL by the parent.
+  Every process of a completion dies with it; its files go with its tmpfs.
 
 ``isolation_report()`` says which layers this machine allows (print it in a notebook).
 
-Residual risks, by design: a candidate can read world-readable files (keep answer keys out of
-them: the Hub cache under /root is private); at level 0 (not root) it runs as your own user;
-it can hard-code the tests the prompt shows (score hidden tests too).
+Residual risks, by design: where the kernel refuses the mount namespace (some containers)
+a candidate can read world-readable files, and the report says so; at level 0 (not root) it
+runs as your own user; it can hard-code the tests the prompt shows (score hidden tests too).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -53,7 +58,7 @@ __all__ = [
     "isolation_report", "kernel_limits", "probe_isolation", "run_tests",
 ]
 
-DEFAULT_TIMEOUT_S = 3.0  # one deadline for the whole completion: load, setup and every test
+DEFAULT_TIMEOUT_S = 3.0  # CPU seconds for the whole completion: load, setup and every test
 DEFAULT_MEMORY_MB = 1024
 FILE_SIZE_LIMIT = 1 << 20
 OPEN_FILES_LIMIT = 64
@@ -89,12 +94,15 @@ def run_tests(code: str, tests: Sequence[str], *, setup_code: str = "",
               isolation: Isolation | None = None) -> SandboxResult:
     """Run ``code``, then ``setup_code``, then score every assert in ``tests``.
 
-    Guarantees: returns within ``timeout_s`` plus clean-up time (milliseconds, normally);
+    ``timeout_s`` is the completion's CPU-time budget (load, setup and every test together);
+    a wall-clock backstop of ``2 * timeout_s + 0.25`` s catches one that sleeps.
+
+    Guarantees: returns within the backstop plus clean-up time (milliseconds, normally);
     leaves no process and no file behind; the same inputs give the same result (the child's
-    hash seed is fixed), unless a completion runs close to its deadline. Raises
-    ``UnsplittableTestError`` for a test that is not a single splittable assert (a dataset
-    bug), and ``SandboxError`` if the sandbox itself cannot run; never for anything the
-    candidate does.
+    hash seed is fixed), unless a completion runs close to its budget. Raises
+    ``UnsplittableTestError`` for a test that is not a single splittable assert whoever
+    answers it (a dataset bug), and ``SandboxError`` if the sandbox itself cannot run; never
+    for anything the candidate does.
     """
     tests = tuple(tests)
     if not tests:
@@ -111,8 +119,12 @@ def run_tests(code: str, tests: Sequence[str], *, setup_code: str = "",
     if not records.ready and run.ended_by in ("eof", "no_start"):
         raise SandboxError("the sandboxed child exited before running anything "
                            f"(wait status {run.status}); see isolation_report()")
-    verdicts = judge_tests(plan, records)
-    status, detail = classify(run, records, plan)
+    try:
+        verdicts = judge_tests(plan, records)
+        status, detail = classify(run, records, plan)
+    except Exception as error:  # noqa: BLE001 - a reward call never raises for a completion
+        verdicts = tuple(False for _ in tests)
+        status, detail = "crashed", f"the parent could not judge it ({type(error).__name__})"
     return SandboxResult(sum(verdicts), len(tests), status, detail, verdicts, run.seconds,
                          slot.uid)
 
@@ -128,7 +140,10 @@ def kernel_limits(timeout_s: float, memory_mb: int) -> list[tuple[str, int]]:
 def classify(run: ChildRun, records: Records, plan: SplitPlan) -> tuple[str, str]:
     """A status and a short human-readable detail (diagnostics only, never a score)."""
     if run.ended_by == "deadline":
-        return "timeout", f"no result within {run.seconds:.2f} s"
+        return "timeout", f"no result within {run.seconds:.2f} s (wall-clock backstop)"
+    if run.ended_by == "cpu" or (run.status is not None and os.WIFSIGNALED(run.status)
+                                 and os.WTERMSIG(run.status) == signal.SIGXCPU):
+        return "timeout", f"CPU budget used up after {run.seconds:.2f} s"
     if run.ended_by == "budget":
         return "flooded", "more than the record budget was written"
     if records.load_error:

@@ -5,17 +5,28 @@ process, the *zygote*, never runs candidate code and never sees any: it only for
 completion runs in a brand-new process forked from it (the same idea as ``multiprocessing``'s
 forkserver), which enters the sandbox before it reads its request from its own pipe. So every
 completion starts from the same pristine interpreter state, and nothing of another completion
-is in its memory. Only the standard library is used; ``ctypes`` (for ``unshare`` and ``prctl``)
-is optional, and the parent is told which layers it got.
+is in its memory. Only the standard library is used; ``ctypes`` (for ``unshare``, ``mount``,
+``prctl`` and seccomp) is optional, and the parent is told which layers it got: the zygote
+tries each per-completion layer once, for real, in a throw-away child (``per_child_layers``).
+
+Each completion is one process, forked by the zygote as PID 1 of a new PID namespace
+(``fork_in_own_pid_namespace``). Before it reads its request it makes its own mount
+namespace with a private tmpfs root (``enter_private_root``, a copy of the skeleton the
+zygote built once: ``build_skeleton``), drops to the sandbox uid and loads the seccomp filter
+and its rlimits. The parent enforces the CPU budget from /proc. Docs: ``docs/sandbox.md``.
 
 Control protocol on fd 0 (a Unix stream socket to the parent):
 * zygote -> parent at start: ``Z`` + marshal dict of the layers it set up.
-* parent -> zygote ``F``: 4-byte length + marshal dict (uid, workdir, env, limits), with two
-  descriptors attached: the request pipe's read end and the result pipe's write end.
-  zygote -> parent: ``P`` + 4-byte pid (or ``E`` + 4-byte errno).
+* parent -> zygote ``F``: 4-byte length + marshal dict (uid, workdir, env, limits, CPU
+  budget), with two descriptors attached: the request pipe's read end and the result pipe's
+  write end. zygote -> parent: ``P`` + 4-byte pid (or ``E`` + 4-byte errno).
 * parent -> zygote ``W`` + 4-byte pid (after the parent has SIGKILLed its process group):
-  the zygote reaps it, deletes any System V IPC object left in its IPC namespace, and answers
-  ``S`` + 4-byte wait status.
+  the zygote reaps it, kills and reaps any orphan of it (the zygote is a child subreaper),
+  deletes any System V IPC object left in its IPC namespace, and answers ``S`` + 4-byte wait
+  status.
+* parent -> zygote ``C``: 4-byte length + marshal dict (paths, shared folders, uid): only
+  without a private root, a child of the zygote with that uid's own rights empties the
+  working folder and removes the uid's files; answer ``S`` + its wait status.
 
 Child records, one ASCII line each, on fd 3 (the result pipe):
 ``R`` ready (written by trusted code, before any candidate code runs); ``["L","<hex>"]`` loading
@@ -41,7 +52,13 @@ import sys
 
 MAX_DEPTH = 50
 CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWIPC = 0x10000000, 0x40000000, 0x08000000
-PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 1, 38, 22, 2
+PR_SET_CHILD_SUBREAPER = 36
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC, MS_PRIVATE = 1024, 2048, 4096, 16384, 1 << 18
+MS_RELATIME, MNT_DETACH = 1 << 21, 2
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(os.uname().machine, -1)
 RESULT_FD = 3
 
 
@@ -161,7 +178,11 @@ def evaluate(request):
 
 
 def enter_sandbox(spec, request_fd, result_fd, libc, zygote_pid):
-    """In the freshly forked child, still privileged: drop to the sandbox before reading."""
+    """In the freshly forked child, still privileged: drop into the sandbox before reading.
+
+    With the PID-namespace layer this process is PID 1 of a namespace of its own (the zygote
+    forked it that way), so every process it could make dies with it.
+    """
     os.setsid()  # its own session and process group: the parent kills the whole group
     # park both pipe ends high first: they may arrive as 3 and 4, in either order
     os.dup2(result_fd, 1000)
@@ -171,7 +192,15 @@ def enter_sandbox(spec, request_fd, result_fd, libc, zygote_pid):
         os.dup2(null, fd)  # fd 0 was the control socket
     os.dup2(1000, RESULT_FD)
     os.dup2(1001, RESULT_FD + 1)
-    os.closerange(RESULT_FD + 2, 1 << 16)  # anything else inherited, the parked copies too
+    # anything else inherited: the parked copies, and the zygote's descriptors of the host's
+    # /proc and PID namespace (ways out of the sandbox), first thing
+    os.closerange(RESULT_FD + 2, 1 << 16)
+    if libc is not None:
+        libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)  # dies with the zygote
+    if not spec["pid_ns"] and os.getppid() != zygote_pid:
+        os._exit(4)  # (in its own PID namespace its parent has no pid it could see)
+    if spec["fs"]:
+        enter_private_root(spec, libc)
     os.chdir(spec["workdir"])
     os.environ.clear()
     os.environ.update(spec["env"])
@@ -182,15 +211,153 @@ def enter_sandbox(spec, request_fd, result_fd, libc, zygote_pid):
         os.setresuid(uid, uid, uid)  # all capabilities go with uid 0
     if libc is not None:
         libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-        libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)  # dies with the zygote
         if spec["drop_caps"]:
             drop_capabilities(libc)
-    if os.getppid() != zygote_pid:
-        os._exit(4)
+        if spec["seccomp"] and not install_seccomp(libc, spec["seccomp"]):
+            os._exit(7)
     for name, value in spec["limits"]:
         resource.setrlimit(getattr(resource, name), (value, value))
     if uid is not None and (os.getuid(), os.geteuid()) != (uid, uid):
         os._exit(3)  # the uid drop did not happen: run nothing
+
+
+SCRATCH = "/scratch"  # the per-completion tmpfs, inside the skeleton
+# After the zygote moves into its skeleton, it reads the host's /proc through this
+# descriptor (opened before the move). Every child closes it before anything else.
+HOST_PROC_FD = 1010
+
+
+def build_skeleton(layout, root, libc):
+    """Move this process (the zygote) into a mount namespace whose root is a small read-only
+    tmpfs: read-only binds of the system folders and the interpreter's import path, a few
+    device nodes, symlinks for /tmp, /var/tmp and /dev/shm into ``/scratch`` and an empty
+    ``/proc``. The host's /proc stays reachable to the zygote only as ``HOST_PROC_FD``.
+
+    Built once per zygote, so each completion only copies a namespace of about ten mounts
+    and mounts two (``enter_private_root``). Raises ``OSError`` if the kernel refuses a step.
+    """
+    check = raising_checker(libc)
+    check(libc.unshare(CLONE_NEWNS), "unshare")
+    check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "private /")
+    check(libc.mount(b"tmpfs", root.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
+                     b"size=1m,nr_inodes=1024,mode=0755"), "tmpfs")
+    links, binds = layout
+    for name, target in links:
+        os.symlink(target, root + name)
+    for path in binds:
+        bind_read_only(libc, check, path, root + path, directory=True)
+    os.makedirs(root + "/dev", 0o755)
+    for name in ("null", "zero", "random", "urandom"):
+        if os.path.exists("/dev/" + name):
+            os.close(os.open(root + "/dev/" + name, os.O_CREAT | os.O_WRONLY, 0o666))
+            check(libc.mount(("/dev/" + name).encode(), (root + "/dev/" + name).encode(),
+                             None, MS_BIND, None), "device")
+    os.makedirs(root + "/var", 0o755, exist_ok=True)
+    for path, target in (("/dev/fd", "/proc/self/fd"), ("/dev/shm", SCRATCH + "/shm"),
+                         ("/tmp", SCRATCH + "/tmp"), ("/var/tmp", SCRATCH + "/tmp")):
+        os.symlink(target, root + path)
+    for path, mode in ((SCRATCH, 0o755), ("/proc", 0o555)):
+        os.mkdir(root + path, mode)
+    host = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
+    os.dup2(host, HOST_PROC_FD)
+    os.close(host)
+    os.chdir(root)
+    check(libc.syscall(SYS_PIVOT_ROOT, b".", b"."), "pivot_root")
+    check(libc.umount2(b".", MNT_DETACH), "detach the old root")
+    os.chdir("/")
+    check(libc.mount(None, b"/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None),
+          "read-only skeleton")
+
+
+def open_host_proc(path):
+    """Open ``path`` under the host's /proc (``HOST_PROC_FD`` once in the skeleton)."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC, dir_fd=HOST_PROC_FD)
+    except OSError as error:
+        if error.errno != 9:  # EBADF: not in a skeleton, /proc is the host's
+            raise
+    return os.open("/proc/" + path, os.O_RDONLY | os.O_CLOEXEC)
+
+
+def enter_private_root(spec, libc):
+    """Give the candidate a root of its own: a copy of the zygote's skeleton (see
+    ``build_skeleton``) in a new mount namespace, with a fresh size-capped tmpfs at
+    ``/scratch`` for everything it may write (working folder, /tmp, /var/tmp, /dev/shm) and
+    a /proc of its own PID namespace. Two mounts, no unmount: cheap to make and to end.
+
+    Nothing else of the host exists there (no project, no data, no home, no /run), and the
+    kernel frees the tmpfs when the last process of the namespace exits: no clean-up runs on
+    paths the candidate controlled.
+    """
+    check = make_checker(libc)
+    check(libc.unshare(CLONE_NEWNS), "unshare")
+    options = ("size=%d,nr_inodes=%d,mode=0755" % (spec["tmpfs_bytes"], 4096)).encode()
+    check(libc.mount(b"tmpfs", SCRATCH.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options),
+          "tmpfs")
+    for name in ("tmp", "shm"):
+        os.mkdir(SCRATCH + "/" + name)
+        os.chmod(SCRATCH + "/" + name, 0o1777)
+    os.mkdir(spec["workdir"], 0o700)
+    if spec["uid"] is not None:
+        os.chown(spec["workdir"], spec["uid"], spec["uid"])
+    if spec["pid_ns"]:  # without its own PID namespace, /proc stays an empty folder
+        check(libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None),
+              "proc")
+
+
+def make_checker(libc):
+    """``check(result, what)``: exit (status 6, nothing run) if a mount call failed."""
+    def check(result, what):
+        if result != 0:
+            os._exit(6)
+    return check
+
+
+def raising_checker(libc):
+    """``check(result, what)``: raise ``OSError`` if a mount call failed."""
+    import ctypes
+
+    def check(result, what):
+        if result != 0:
+            raise OSError(ctypes.get_errno(), what)
+    return check
+
+
+def bind_read_only(libc, check, source, target, directory=True):
+    """Bind ``source`` at ``target`` (created), then make it read-only, keeping the flags the
+    kernel locks on it (an unprivileged remount may not clear nosuid, nodev or noexec)."""
+    if directory:
+        os.makedirs(target, 0o755, exist_ok=True)
+    check(libc.mount(source.encode(), target.encode(), None, MS_BIND | MS_REC, None), "bind")
+    flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | MS_RDONLY
+    locked = os.statvfs(target).f_flag
+    for st_flag, ms_flag in ((os.ST_NOEXEC, MS_NOEXEC), (os.ST_NOATIME, MS_NOATIME),
+                             (os.ST_NODIRATIME, MS_NODIRATIME), (os.ST_RELATIME, MS_RELATIME)):
+        if locked & st_flag:
+            flags |= ms_flag
+    check(libc.mount(None, target.encode(), None, flags, None), "read-only")
+
+
+def compile_seccomp(program):
+    """The ctypes ``sock_fprog`` for ``program`` ((code, jt, jf, k) rows), built once in the
+    zygote: a child that built it would allocate, and so copy, memory it shares."""
+    import ctypes
+
+    class Filter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
+                    ("k", ctypes.c_uint32)]
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
+
+    filters = (Filter * len(program))(*[Filter(*row) for row in program])
+    return Program(len(program), filters), filters, ctypes.byref
+
+
+def install_seccomp(libc, compiled):
+    """Load a compiled seccomp filter; True if the kernel took it."""
+    prog, _, byref = compiled
+    return libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, byref(prog), 0, 0) == 0
 
 
 def drop_capabilities(libc):
@@ -258,7 +425,7 @@ def remove_ipc_objects(libc):
                          ("msg", lambda i: libc.msgctl(i, 0, None)),
                          ("sem", lambda i: libc.semctl(i, 0, 0))):
         try:
-            with open("/proc/sysvipc/" + kind) as table:
+            with open(open_host_proc("sysvipc/" + kind)) as table:
                 rows = table.read().splitlines()[1:]
         except OSError:
             continue
@@ -277,7 +444,270 @@ def recv_exact(sock, size):
     return data
 
 
-def serve(sock, libc, namespaces):
+# syscalls no completion needs, by architecture: the kernel keyrings (a channel between
+# completions and a per-uid quota one of them could use up) and sync(2)/syncfs(2), which
+# write back the whole machine's dirty pages and keep the caller unkillable meanwhile.
+_SECCOMP_TABLES = {
+    "x86_64": (0xC000003E, (248, 249, 250), (162, 306)),  # add_key, request_key, keyctl; sync
+    "aarch64": (0xC00000B7, (217, 218, 219), (81, 267)),
+}
+SECCOMP_ALLOW, SECCOMP_ERRNO, EPERM = 0x7FFF0000, 0x00050000, 1
+
+
+def seccomp_program(machine=None):
+    """The seccomp filter, as (code, jt, jf, k) rows, or None for an unknown architecture.
+
+    Keyring calls fail with EPERM; sync and syncfs succeed without doing anything; any
+    syscall of another ABI (i386 through int 0x80, x32) fails, so numbers mean what we think.
+    """
+    table = _SECCOMP_TABLES.get(machine or os.uname().machine)
+    if table is None:
+        return None
+    arch, denied, no_ops = table
+    rows = [(0x20, 0, 0, 4),  # A = seccomp_data.arch
+            (0x15, 1, 0, arch),  # native: skip the next row
+            (0x06, 0, 0, SECCOMP_ERRNO | EPERM),
+            (0x20, 0, 0, 0),  # A = seccomp_data.nr
+            (0x35, 0, 1, 0x40000000),  # x32 numbers
+            (0x06, 0, 0, SECCOMP_ERRNO | EPERM)]
+    for number in denied:
+        rows += [(0x15, 0, 1, number), (0x06, 0, 0, SECCOMP_ERRNO | EPERM)]
+    for number in no_ops:
+        rows += [(0x15, 0, 1, number), (0x06, 0, 0, SECCOMP_ERRNO)]
+    return rows + [(0x06, 0, 0, SECCOMP_ALLOW)]
+
+
+def filesystem_layout():
+    """What the candidate's root holds: symlinks like /bin -> usr/bin, and read-only binds
+    of the system folders and of the interpreter's import path (its standard library)."""
+    links, binds = [], []
+    for name in ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = "/" + name
+        if os.path.islink(path):
+            links.append((path, os.readlink(path)))
+        elif os.path.isdir(path):
+            binds.append(path)
+    for entry in sys.path:  # under -S: the standard library and lib-dynload only
+        path = os.path.abspath(entry)
+        inside = any(path == bound or path.startswith(bound + "/")
+                     for bound in binds + [link for link, _ in links])
+        special = path == "/" or any(path == top or path.startswith(top + "/") for top in (
+            "/tmp", "/var/tmp", "/dev", "/proc", "/sys", "/run", SCRATCH))
+        if os.path.isdir(path) and not inside and not special:
+            binds.append(path)
+    return links, binds
+
+
+def trial(layers, libc, root, layout):
+    """Does a child get these per-completion layers here? (A real fork, exit status 0.)
+
+    The trial process plays the zygote: with ``pid_ns`` it forks two children the way the
+    zygote will, each of which must be PID 1 of a namespace of its own.
+    """
+    spec = dict(layers, uid=None, workdir=SCRATCH + "/work", tmpfs_bytes=1 << 20)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            if spec["fs"]:
+                build_skeleton(layout, root, libc)
+            for _ in range(2 if spec["pid_ns"] else 1):
+                inner = fork_in_own_pid_namespace(libc) if spec["pid_ns"] else os.fork()
+                if inner == 0:
+                    trial_child(spec, libc, root)
+                if os.waitpid(inner, 0)[1] != 0:
+                    os._exit(10)
+            os._exit(0)
+        except BaseException:
+            os._exit(14)
+    return os.waitpid(pid, 0)[1] == 0
+
+
+def trial_child(spec, libc, root):
+    """The child half of ``trial``: enter each layer, check it, exit 0 if all held."""
+    try:
+        os.closerange(3, 1 << 16)
+        if spec["pid_ns"] and os.getpid() != 1:
+            os._exit(11)
+        if spec["fs"]:
+            enter_private_root(spec, libc)
+            if os.path.exists(root) or not os.path.isdir(spec["workdir"]):
+                os._exit(12)
+        if spec["seccomp"]:
+            libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+            if not install_seccomp(libc, spec["seccomp"]) or libc.syscall(
+                    _SECCOMP_TABLES[os.uname().machine][1][2], 0, 0) != -1:
+                os._exit(13)
+        os._exit(0)
+    except BaseException:
+        os._exit(15)
+
+
+def per_child_layers(config, libc, layout):
+    """The per-completion layers this kernel allows, each tried for real in a child."""
+    layers = {"pid_ns": False, "fs": False, "seccomp": None}
+    if libc is None:
+        return layers
+    program = seccomp_program()
+    compiled = compile_seccomp(program) if config.get("seccomp") and program else None
+    if compiled and trial(dict(layers, seccomp=compiled), libc, config["root"], layout):
+        layers["seccomp"] = compiled
+    for key in ("pid_ns", "fs"):
+        wanted = dict(layers, **{key: True}, seccomp=None)
+        if config.get(key) and (key != "fs" or SYS_PIVOT_ROOT > 0) and \
+                trial(wanted, libc, config["root"], layout):
+            layers[key] = True
+    return layers
+
+
+def remove_as_owner(paths, shared_dirs, uid):
+    """The clean-up after a child without a private root, run in a child of the zygote with
+    the sandbox uid's own rights: it can remove only what that uid could remove itself, so
+    no link or race the candidate set up can turn it against anything else."""
+    if uid is not None:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+    resource.setrlimit(resource.RLIMIT_CPU, (2, 2))  # a huge tree cannot hold the zygote
+    for path in paths:
+        empty_folder(path)
+    if uid is None:
+        return
+    for folder in shared_dirs:
+        for name, is_dir in owned_entries(folder, uid):
+            if is_dir:
+                empty_folder(os.path.join(folder, name))
+                try_call(os.rmdir, os.path.join(folder, name))
+            else:
+                try_call(os.unlink, os.path.join(folder, name))
+
+
+def owned_entries(folder, uid):
+    """(name, is a real folder) of the entries ``uid`` owns directly in ``folder``."""
+    import stat
+    found = []
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                info = entry.stat(follow_symlinks=False)
+                if info.st_uid == uid:
+                    found.append((entry.name, stat.S_ISDIR(info.st_mode)))
+    except OSError:
+        pass
+    return found
+
+
+def empty_folder(path):
+    """Delete everything under ``path`` (not ``path`` itself), depth-first without recursion,
+    through folder descriptors opened with O_NOFOLLOW, unlocking folders chmod-ed to 0."""
+    import stat
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try_call(os.chmod, path, 0o700)
+    try:
+        stack = [(os.open(path, flags), None)]
+    except OSError:
+        return
+    while stack:
+        fd, _ = stack[-1]
+        pushed = False
+        try:
+            names = os.listdir(fd)
+        except OSError:
+            names = []
+        for name in names:
+            try:
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                try_call(os.chmod, name, 0o700, dir_fd=fd)  # ours: only our own folders
+                if try_call(os.rmdir, name, dir_fd=fd):
+                    continue
+                try:
+                    stack.append((os.open(name, flags, dir_fd=fd), name))
+                    pushed = True
+                    break
+                except OSError:
+                    continue
+            else:
+                try_call(os.unlink, name, dir_fd=fd)
+        if pushed or len(stack) > 100000:
+            continue
+        fd, name = stack.pop()
+        os.close(fd)
+        if stack and name is not None:
+            try_call(os.rmdir, name, dir_fd=stack[-1][0])
+
+
+def try_call(function, *args, **kwargs):
+    """``function(*args)``; True if it worked, False on OSError."""
+    try:
+        function(*args, **kwargs)
+        return True
+    except OSError:
+        return False
+
+
+PID_NS_FD = 1011  # the zygote's own PID namespace, to come back to after each fork
+
+
+def fork_in_own_pid_namespace(libc):
+    """``os.fork()``, with the child as PID 1 of a new PID namespace.
+
+    ``unshare(CLONE_NEWPID)`` moves only the caller's *future* children, once; ``setns`` back
+    to our own namespace makes the next ``unshare`` possible. One fork per completion, no
+    helper process (a root zygote only: ``setns`` needs CAP_SYS_ADMIN over that namespace).
+    """
+    import ctypes
+    if libc.unshare(CLONE_NEWPID) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWPID)")
+    try:
+        return os.fork()
+    finally:
+        if os.getpid() != 1 and libc.setns(PID_NS_FD, CLONE_NEWPID) != 0:
+            os._exit(9)  # the zygote cannot reset its PID namespace: stop, a new one starts
+
+
+def end_orphans(rounds=50):
+    """SIGKILL and reap every remaining child of the zygote.
+
+    The zygote is a child subreaper and runs one completion at a time, so any child it has
+    after reaping the child is a process of that completion that outlived it (one that left
+    its process group and cleared its parent-death signal, say). They are our unreaped
+    children, so their pids cannot have been reused.
+    """
+    path = "self/task/%d/children" % os.getpid()
+    for _ in range(rounds):
+        try:
+            with open(open_host_proc(path), "rb") as handle:
+                pids = [int(pid) for pid in handle.read().split()]
+        except (OSError, ValueError):
+            pids = []
+        if not pids:
+            break
+        for pid in pids:
+            try_call(os.kill, pid, 9)
+        for pid in pids:
+            try_call(os.waitpid, pid, 0)
+    while True:  # zombies that /proc no longer lists as children
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                return
+        except ChildProcessError:
+            return
+
+
+def clean(spec):
+    """Fork the owner's clean-up, wait for it; its wait status."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            remove_as_owner(spec["paths"], spec["shared"], spec["uid"])
+        finally:
+            os._exit(0)
+    return os.waitpid(pid, 0)[1]
+
+
+def serve(sock, libc, namespaces, layers):
     """Answer the parent's commands until it goes away (see the protocol above)."""
     import socket
     zygote_pid = os.getpid()
@@ -289,12 +719,16 @@ def serve(sock, libc, namespaces):
         command, number = message[:1], struct.unpack("!i", message[1:])[0]
         if command == b"F":
             spec = marshal.loads(recv_exact(sock, number))
+            spec.update(layers)  # the layers are the zygote's to apply, not the request's
             reply = fork_child(spec, fds, libc, zygote_pid)
         elif command == b"W":
             status = os.waitpid(number, 0)[1]
+            end_orphans()
             if namespaces["ipc"]:
                 remove_ipc_objects(libc)
             reply = b"S" + struct.pack("!i", status)
+        elif command == b"C":
+            reply = b"S" + struct.pack("!i", clean(marshal.loads(recv_exact(sock, number))))
         else:
             os._exit(0)
         sock.sendall(reply)
@@ -304,10 +738,10 @@ def fork_child(spec, fds, libc, zygote_pid):
     """Fork one sandboxed child; the reply for the parent (its pid, or an errno)."""
     if len(fds) != 2:
         return b"E" + struct.pack("!i", 22)
+    pid, code = -1, 1
     try:
-        pid = os.fork()
+        pid = fork_in_own_pid_namespace(libc) if spec["pid_ns"] else os.fork()
     except OSError as error:
-        pid = -1
         code = error.errno or 1
     if pid == 0:
         child_main(spec, fds[0], fds[1], libc, zygote_pid)
@@ -317,7 +751,7 @@ def fork_child(spec, fds, libc, zygote_pid):
 
 
 def zygote_main():
-    """Enter the shared namespaces, report the layers, then serve until EOF."""
+    """Enter the shared namespaces, try the per-child layers, report them, then serve."""
     import gc
     import socket
     config = marshal.loads(bytes.fromhex(sys.argv[1]))
@@ -326,14 +760,28 @@ def zygote_main():
     # No parent-death signal here: it fires when the parent *thread* that started us ends.
     # The zygote exits instead when its control socket reaches EOF (the parent is gone).
     namespaces = set_up_namespaces(config, libc)
+    if libc is not None:  # a completion's orphans become our children, to be ended
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    layout = filesystem_layout()
+    with_fd = os.open("/proc/self/ns/pid", os.O_RDONLY)  # before the skeleton hides /proc
+    os.dup2(with_fd, PID_NS_FD)
+    os.close(with_fd)
+    layers = per_child_layers(config, libc, layout)
+    if layers["fs"]:
+        try:
+            build_skeleton(layout, config["root"], libc)
+        except OSError:  # the trial passed, so this should not happen: run without it
+            layers["fs"] = False
+            libc.umount2(config["root"].encode(), MNT_DETACH)
     sock = socket.socket(fileno=0)
-    layers = dict(namespaces, ctypes=libc is not None, pid=os.getpid(),
-                  version=sys.version.split()[0])
-    payload = marshal.dumps(layers, 4)
+    report = dict(namespaces, ctypes=libc is not None, pid=os.getpid(),
+                  version=sys.version.split()[0], pid_ns=layers["pid_ns"], fs=layers["fs"],
+                  seccomp=layers["seccomp"] is not None)
+    payload = marshal.dumps(report, 4)
     sock.sendall(b"Z" + struct.pack("!i", len(payload)) + payload)
     gc.collect()
     gc.freeze()  # children share these pages instead of copying them on the next collection
-    serve(sock, libc, namespaces)
+    serve(sock, libc, namespaces, layers)
 
 
 if __name__ == "__main__":

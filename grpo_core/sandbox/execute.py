@@ -1,12 +1,14 @@
-"""Run one request in one fresh sandboxed child, under a wall-clock deadline the parent owns.
+"""Run one request in one fresh sandboxed child, under a CPU budget and a wall-clock backstop.
 
 Guarantees of ``run_child``, whatever the child does:
-* it returns by the deadline plus the time to kill and clean up (normally milliseconds);
+* it returns by the wall-clock backstop plus the time to kill and clean up (normally
+  milliseconds), and once the child has used its CPU budget;
 * it reads at most ``budget`` bytes of the child's records and nothing else (the child's
   stdout and stderr are /dev/null);
-* on return the child's whole process group has been SIGKILLed and reaped, its working folder
-  is gone, and at level 1 so is every file its uid left in the shared temporary folders; after
-  any run that did not end cleanly, every process of the uid is killed too.
+* on return the child's whole process group has been SIGKILLed and reaped, with every orphan
+  it left (its PID namespace, or the zygote as subreaper); with a private root nothing of it
+  is left on disk (its tmpfs died with its mount namespace); without one its working folder
+  and the uid's files are removed by a process with that uid's own rights, never by root.
 """
 
 from __future__ import annotations
@@ -21,18 +23,22 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .host import (
-    Isolation,
-    Slot,
-    kill_processes_of,
-    make_workdir,
-    remove_files_of,
-    remove_tree,
-    sandbox_env,
-)
+from .host import Isolation, Slot, kill_processes_of, make_workdir, sandbox_env
 from .zygote import Zygote, ZygoteError, discard_zygote, zygote_for
 
 OUTPUT_BUDGET = 4 << 20  # bytes of records read per completion
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+TMPFS_BYTES = 16 << 20  # everything a completion may write, in memory, freed when it ends
+INSIDE_WORKDIR = "/scratch/work"  # the working folder inside a private root (_child.SCRATCH)
+
+
+def wall_backstop(cpu_s: float) -> float:
+    """The wall-clock limit for a completion with a CPU budget of ``cpu_s`` seconds.
+
+    Only a backstop (a candidate that sleeps or waits uses no CPU): twice the budget, so a
+    completion that gets half a core on a busy machine still ends by its CPU budget.
+    """
+    return 2 * cpu_s + 0.25
 
 
 class SandboxError(RuntimeError):
@@ -43,8 +49,9 @@ class SandboxError(RuntimeError):
 class ChildRun:
     """What one child produced.
 
-    ``ended_by``: ``eof`` (it closed its result pipe, normally by exiting), ``deadline``,
-    ``budget`` (it wrote too much) or ``no_start``. ``status``: its wait status, if known.
+    ``ended_by``: ``eof`` (it closed its result pipe, normally by exiting), ``cpu`` (it used
+    its CPU budget), ``deadline`` (the wall-clock backstop), ``budget`` (it wrote too much)
+    or ``no_start``. ``status``: its wait status, if known.
     """
 
     data: bytes
@@ -61,23 +68,29 @@ class ChildRun:
 def run_child(isolation: Isolation, slot: Slot, request: dict[str, Any],
               limits: list[tuple[str, int]], timeout_s: float,
               budget: int = OUTPUT_BUDGET) -> ChildRun:
-    """Fork a sandboxed child for ``slot``, send it ``request``, collect its records."""
+    """Fork a sandboxed child for ``slot``, send it ``request``, collect its records.
+
+    ``timeout_s`` is the child's CPU budget; the wall clock only backs it up
+    (``wall_backstop``).
+    """
     _zygote(isolation, slot)  # started (once per slot) before the clock starts
     started = time.monotonic()
-    deadline = started + timeout_s
-    workdir = make_workdir(isolation, slot.uid)
+    deadline = started + wall_backstop(timeout_s)
+    workdir = INSIDE_WORKDIR if isolation.private_root else make_workdir(isolation, slot.uid)
     request_r, request_w = os.pipe()
     result_r, result_w = os.pipe()
     still_open = {request_r, request_w, result_r, result_w}
     zygote, pid, run = None, None, None
     try:
         spec = {"uid": slot.uid, "workdir": workdir, "env": sandbox_env(workdir),
-                "limits": limits, "drop_caps": isolation.user_namespace}
+                "limits": limits, "drop_caps": isolation.user_namespace,
+                "tmpfs_bytes": TMPFS_BYTES}
         zygote, pid = _spawn(isolation, slot, spec, request_r, result_w)
         _close(still_open, request_r, result_w)
         sent = _send(request_w, marshal.dumps(request, 4), deadline)
         _close(still_open, request_w)
-        data, ended_by = _collect(result_r, deadline, budget) if sent == "ok" else (b"", sent)
+        data, ended_by = _collect(result_r, deadline, budget, pid, timeout_s) \
+            if sent == "ok" else (b"", sent)
         status = _stop(isolation, slot, zygote, pid)
         run = ChildRun(data, ended_by, status, time.monotonic() - started)
     finally:
@@ -137,19 +150,30 @@ def _send(fd: int, payload: bytes, deadline: float) -> str:
         return "no_start"
 
 
-def _collect(fd: int, deadline: float, budget: int) -> tuple[bytes, str]:
-    """Read until EOF, the deadline or the byte budget, whichever comes first.
+def _collect(fd: int, deadline: float, budget: int, pid: int,
+             cpu_s: float) -> tuple[bytes, str]:
+    """Read until EOF, the CPU budget, the wall-clock backstop or the byte budget, whichever
+    comes first (``eof``, ``cpu``, ``deadline``, ``budget``).
 
+    The child's CPU time can grow at most as fast as the wall clock, so it is read (from
+    /proc) only when the budget could have run out: a quick completion never pays for it.
     Never waits for EOF past the deadline: a stuck child cannot hold the parent.
     """
     poller = select.poll()
     poller.register(fd, select.POLLIN)
     chunks: list[bytes] = []
     size = 0
+    check_cpu_at = time.monotonic() + cpu_s
     while True:
-        if time.monotonic() >= deadline:
+        now = time.monotonic()
+        if now >= deadline:
             return b"".join(chunks), "deadline"
-        if not poller.poll(_ms_left(deadline)):
+        if now >= check_cpu_at:
+            left = cpu_s - cpu_seconds(pid)
+            if left <= 0:
+                return b"".join(chunks), "cpu"
+            check_cpu_at = now + max(left, 0.01)
+        if not poller.poll(_ms_left(min(deadline, check_cpu_at))):
             continue
         chunk = os.read(fd, 1 << 16)
         if not chunk:
@@ -158,6 +182,19 @@ def _collect(fd: int, deadline: float, budget: int) -> tuple[bytes, str]:
         size += len(chunk)
         if size > budget:
             return b"".join(chunks), "budget"
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a live process (all its threads), from /proc; 0 if gone.
+
+    ``pid`` is the zygote's unreaped child, so it cannot have been reused.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def _ms_left(deadline: float) -> int:
@@ -191,14 +228,22 @@ def _kill(pid: int) -> None:
 
 
 def _clean_up(isolation: Isolation, slot: Slot, workdir: str, thorough: bool) -> None:
-    """Remove what the child left. ``thorough``: also kill every process of the uid.
+    """Remove what the child left; never raises (nothing a completion does may make
+    ``run_tests`` fail).
 
-    After a clean run (exit status 0 on its own) that scan (about 5 ms) is skipped: with
-    ``RLIMIT_NPROC=0`` for a non-root uid, which the probe checks, the child could not create
-    any process, and its own group is already dead.
+    With a private root there is nothing on disk to remove: the child's tmpfs went with its
+    mount namespace, and its PID namespace took every process it made. Without one, the
+    zygote removes the working folder and the uid's files with that uid's own rights (root
+    never walks a path the candidate controls), and ``thorough`` (a run that did not end
+    cleanly) also kills every process of the uid.
     """
-    if thorough and slot.uid is not None:
+    if thorough and slot.uid is not None and not isolation.pid_namespace:
         kill_processes_of(slot.uid)
-    remove_tree(workdir)
-    if slot.uid is not None:
-        remove_files_of(slot.uid, isolation.shared_dirs)
+    if isolation.private_root:
+        return
+    try:
+        _zygote(isolation, slot).clean([workdir], isolation.shared_dirs, slot.uid)
+    except (SandboxError, ZygoteError):
+        discard_zygote(isolation, slot)
+    with contextlib.suppress(OSError):
+        os.rmdir(workdir)  # empty now; the folder above it is root's, not the uid's

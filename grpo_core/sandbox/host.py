@@ -1,4 +1,4 @@
-"""Host-side mechanics: the isolation settings, sandbox uids, working folders and clean-up.
+"""Host-side mechanics: the isolation settings, sandbox uids, working folders, killing by uid.
 
 Everything here runs in the trusted parent. The settings (``Isolation``) come from the probe in
 ``probe.py``; this module only carries them out.
@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import shutil
 import signal
 import stat
 import tempfile
@@ -25,7 +24,7 @@ _ENV_ALLOWLIST = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8
                   # a fixed seed: set and dict order, and so the score, never depend on the run
                   "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1",
                   "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-# world-writable folders where a sandbox uid could leave files behind
+# world-writable folders where a sandbox uid could leave files behind (without a private root)
 SHARED_DIR_CANDIDATES = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue")
 
 
@@ -33,10 +32,11 @@ SHARED_DIR_CANDIDATES = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mque
 class Isolation:
     """How completions are run; built and checked by ``probe.probe_isolation``.
 
-    ``uids`` empty means level 0: children run as the current user. The namespaces are
-    entered once by each worker's zygote and shared by the children it forks one after the
-    other; ``user_namespace`` is only used at level 0, where it is what lets an ordinary
-    user create the other two.
+    ``uids`` empty means level 0: children run as the current user. The network and IPC
+    namespaces are entered once by each worker's zygote and shared by the children it forks
+    one after the other; the PID and mount namespaces (``pid_namespace``, ``private_root``)
+    are new for every completion. ``user_namespace`` is only used at level 0, where it is
+    what lets an ordinary user create the others.
     """
 
     interpreter: str
@@ -49,6 +49,14 @@ class Isolation:
     base_dir: str = ""
     shared_dirs: tuple[str, ...] = ()
     slots: int = 32  # concurrent completions per process at level 0
+    pid_namespace: bool = False  # each completion in its own PID namespace (and /proc)
+    private_root: bool = False  # each completion in its own mount namespace and tmpfs root
+    seccomp: bool = False  # no kernel keyrings, sync(2) a no-op
+
+    def promised(self) -> tuple[bool, ...]:
+        """The kernel layers a zygote must reach for these settings."""
+        return (self.network_namespace, self.ipc_namespace, self.user_namespace,
+                self.pid_namespace, self.private_root, self.seccomp)
 
     @property
     def level(self) -> int:
@@ -171,26 +179,6 @@ def make_workdir(isolation: Isolation, uid: int | None) -> str:
     return path
 
 
-def remove_tree(path: str) -> None:
-    """Delete a folder the child may have locked (chmod 000); never follows symlinks out of it."""
-    shutil.rmtree(path, ignore_errors=True)
-    if os.path.lexists(path):  # below level 1 the child's chmod binds the parent too
-        _unlock(path)
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def _unlock(path: str) -> None:
-    """Make every folder under ``path`` ours to read, top-down, skipping symlinks."""
-    with contextlib.suppress(OSError):
-        os.chmod(path, 0o700)
-    for folder, subfolders, _ in os.walk(path):
-        for name in subfolders:
-            full = os.path.join(folder, name)
-            if not os.path.islink(full):
-                with contextlib.suppress(OSError):
-                    os.chmod(full, 0o700)
-
-
 def kill_processes_of(uid: int, rounds: int = 5) -> int:
     """SIGKILL every live process whose real, effective or saved uid is ``uid``; returns the count.
 
@@ -236,37 +224,3 @@ def _status_field(status: bytes, field: bytes) -> bytes:
     start += len(field) + 2
     end = status.find(b"\n", start)
     return status[start:end if end >= 0 else None].strip()
-
-
-def remove_files_of(uid: int, folders: tuple[str, ...]) -> int:
-    """Delete what ``uid`` left at the top of the shared folders, and one level into
-    world-writable subfolders of other owners; returns the number of entries removed."""
-    return sum(_remove_owned(uid, folder, depth=1) for folder in folders)
-
-
-def _remove_owned(uid: int, folder: str, depth: int) -> int:
-    removed = 0
-    for entry in _scandir_quietly(folder):
-        with contextlib.suppress(OSError):
-            info = entry.stat(follow_symlinks=False)
-            if info.st_uid == uid:
-                _remove_entry(entry.path, info)
-                removed += 1
-            elif depth > 0 and stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH:
-                removed += _remove_owned(uid, entry.path, depth - 1)
-    return removed
-
-
-def _scandir_quietly(folder: str) -> list[os.DirEntry]:
-    try:
-        with os.scandir(folder) as entries:
-            return list(entries)
-    except OSError:
-        return []
-
-
-def _remove_entry(path: str, info: os.stat_result) -> None:
-    if stat.S_ISDIR(info.st_mode):
-        remove_tree(path)
-    else:
-        os.unlink(path)

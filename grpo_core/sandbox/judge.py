@@ -27,6 +27,9 @@ from typing import Any
 from .split import BINOP_NAME, VALUES_NAME, SplitPlan
 
 MAX_DEPTH = 60  # the child refuses to encode deeper than 50
+MAX_ITEMS = 1_000_000  # values decoded per completion: bounds the parent's work and memory
+MAX_SAME_HASH = 32  # set/dict keys that may share one hash (more: a collision attack)
+MAX_NAME_CHARS = 80
 _MISSING = object()
 
 
@@ -45,31 +48,52 @@ class Records:
 
 
 def parse_records(data: bytes, plan: SplitPlan) -> Records:
-    """Parse the child's output. Never raises on malformed input; counts it instead."""
+    """Parse the child's output. Never raises on malformed input; counts it instead.
+
+    The work is bounded whatever the child wrote: only the first ``2 * leaves + 8`` lines are
+    looked at (an honest child writes at most ``leaves + 4``), every line is parsed in
+    linear time, at most ``MAX_ITEMS`` values are decoded in all, and no set or dict is
+    built from keys that share a hash (see ``decode_value``).
+    """
     records = Records()
-    lines = data.split(b"\n")
+    lines = data.split(b"\n", 2 * len(plan.leaves) + 8)[:2 * len(plan.leaves) + 8]
     if not lines or lines[0] != b"R":
         return records
     records.ready = True
+    budget = _Budget(MAX_ITEMS)
     for line in lines[1:]:
         if line:
-            _apply_record(records, line, plan)
+            _apply_record(records, line, plan, budget)
     return records
 
 
-def _apply_record(records: Records, line: bytes, plan: SplitPlan) -> None:
+class _Budget:
+    """How many more values this completion's records may decode."""
+
+    def __init__(self, items: int):
+        self.left = items
+
+    def spend(self, count: int) -> None:
+        self.left -= count
+        if self.left < 0:
+            raise ValueError("too many values")
+
+
+def _apply_record(records: Records, line: bytes, plan: SplitPlan,
+                  budget: _Budget | None = None) -> None:
     if line in (b"K", b"D"):
         records.loaded |= line == b"K"
         records.done |= line == b"D"
         return
     try:
         record = json.loads(line)
-        _apply_parsed(records, record, plan)
-    except (ValueError, TypeError, KeyError, IndexError, RecursionError, MemoryError):
+        _apply_parsed(records, record, plan, budget or _Budget(MAX_ITEMS))
+    except (ValueError, TypeError, KeyError, IndexError, RecursionError, MemoryError,
+            OverflowError):
         records.malformed += 1
 
 
-def _apply_parsed(records: Records, record: Any, plan: SplitPlan) -> None:
+def _apply_parsed(records: Records, record: Any, plan: SplitPlan, budget: _Budget) -> None:
     if type(record) is not list or not 2 <= len(record) <= 3:
         raise ValueError("not a record")
     if record[0] in ("L", "S") and len(record) == 2:
@@ -85,7 +109,7 @@ def _apply_parsed(records: Records, record: Any, plan: SplitPlan) -> None:
     if index in records.values or index in records.errors:
         return  # first record per leaf wins; later ones are ignored
     if kind == "v":
-        records.values[index] = decode_value(payload)
+        records.values[index] = decode_value(payload, budget=budget)
     elif kind == "b" and plan.leaves[index].truth_context and payload in (0, 1):
         records.values[index] = bool(payload)
     elif kind == "e":
@@ -97,27 +121,38 @@ def _apply_parsed(records: Records, record: Any, plan: SplitPlan) -> None:
 def _decode_name(payload: Any) -> str:
     if type(payload) is not str or len(payload) > 400:
         raise ValueError("bad name")
-    return bytes.fromhex(payload).decode("utf-8", "replace")
+    return safe_name(bytes.fromhex(payload).decode("utf-8", "replace"))
 
 
-def decode_value(payload: Any, depth: int = 0) -> Any:
+def safe_name(text: str) -> str:
+    """An exception name as the child claimed it, safe to print: a dotted identifier stays as
+    it is; anything else (terminal escapes, new lines, a fake "PASSED" line) is escaped."""
+    if text.isascii() and all(part.isidentifier() for part in text.split(".")) \
+            and len(text) <= MAX_NAME_CHARS:
+        return text
+    return ascii(text)[:MAX_NAME_CHARS]
+
+
+def decode_value(payload: Any, depth: int = 0, budget: _Budget | None = None) -> Any:
     """Decode the child's tagged encoding into builtin plain data (raises ``ValueError``)."""
+    budget = budget or _Budget(MAX_ITEMS)
     if depth > MAX_DEPTH:
         raise ValueError("nested too deeply")
+    budget.spend(1)
     kind = type(payload)
     if payload is None or kind in (bool, int, float):
         return payload
     if kind is str:
         return bytes.fromhex(payload).decode("utf-8", "surrogatepass")
     if kind is list:
-        return [decode_value(item, depth + 1) for item in payload]
+        return [decode_value(item, depth + 1, budget) for item in payload]
     if kind is not dict or len(payload) != 1:
         raise ValueError("unknown value")
     (tag, body), = payload.items()
-    return _decode_tagged(tag, body, depth + 1)
+    return _decode_tagged(tag, body, depth + 1, budget)
 
 
-def _decode_tagged(tag: str, body: Any, depth: int) -> Any:
+def _decode_tagged(tag: str, body: Any, depth: int, budget: _Budget) -> Any:
     if tag in ("f", "c", "y", "a") and type(body) is not str:
         raise ValueError("bad scalar")
     if tag == "f":
@@ -130,18 +165,40 @@ def _decode_tagged(tag: str, body: Any, depth: int) -> Any:
         return bytearray.fromhex(body)
     if type(body) is not list:
         raise ValueError("bad container")
-    items = [decode_value(item, depth) for item in body]
+    items = [decode_value(item, depth, budget) for item in body]
     if tag == "t":
         return tuple(items)
     if tag == "s":
-        return set(items)
+        return set(_spread_keys(items))
     if tag == "z":
-        return frozenset(items)
+        return frozenset(_spread_keys(items))
     if tag == "d":
         if any(type(pair) is not list or len(pair) != 2 for pair in items):
             raise ValueError("bad dict")
+        _spread_keys([pair[0] for pair in items])
         return dict(items)
     raise ValueError("unknown tag")
+
+
+def _spread_keys(keys: list[Any]) -> list[Any]:
+    """``keys``, after checking that no more than ``MAX_SAME_HASH`` of them share a hash.
+
+    Integers, floats and tuples of them hash the same in every process, so a child can
+    choose thousands of keys with one hash; building a set of them costs quadratic time,
+    holding the GIL. Counting hashes first is linear (distinct hashes are distinct keys
+    here), so such a value is refused before any set or dict is built.
+    """
+    counts: dict[int, int] = {}
+    for key in keys:
+        try:
+            digest = hash(key)
+        except TypeError:
+            raise ValueError("unhashable key") from None
+        count = counts.get(digest, 0) + 1
+        if count > MAX_SAME_HASH:
+            raise ValueError("too many keys with one hash")
+        counts[digest] = count
+    return keys
 
 
 def judge_tests(plan: SplitPlan, records: Records) -> tuple[bool, ...]:
@@ -155,12 +212,15 @@ def judge_tests(plan: SplitPlan, records: Records) -> tuple[bool, ...]:
     verdicts = []
     for split, offset in zip(plan.tests, plan.offsets, strict=True):
         values = [records.values.get(offset + k, _MISSING) for k in range(len(split.leaves))]
-        verdicts.append(_MISSING not in values and _evaluate_judge(split.judge, values))
+        verdicts.append(not split.refused and _MISSING not in values
+                        and _evaluate_judge(split.judge, values, plan.imports))
     return tuple(verdicts)
 
 
-def _evaluate_judge(judge: Any, values: list[Any]) -> bool:
+def _evaluate_judge(judge: Any, values: list[Any],
+                    imports: tuple[tuple[str, str], ...] = ()) -> bool:
     namespace = dict(_JUDGE_GLOBALS)
+    namespace.update(_resolve_imports(imports))
     namespace[VALUES_NAME] = values
     try:
         return bool(eval(judge, namespace))  # trusted test code over decoded plain data
@@ -168,9 +228,23 @@ def _evaluate_judge(judge: Any, values: list[Any]) -> bool:
         return False
 
 
+def _resolve_imports(imports: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    """The parent's own objects for the names the setup code imports from trusted modules."""
+    found = {}
+    for name, dotted in imports:
+        module, _, attribute = dotted.partition(".")
+        value = _JUDGE_GLOBALS.get(module)
+        if value is not None and attribute:
+            value = getattr(value, attribute, None)
+        if value is not None:
+            found[name] = value
+    return found
+
+
 _SEQUENCES = (str, bytes, bytearray, list, tuple)
-_MAX_REPEAT = 10_000_000  # items a sequence * int may produce
+_MAX_REPEAT = 1_000_000  # items a sequence * int may produce
 _MAX_EXPONENT = 10_000  # for int ** int and int << int
+_MAX_RESULT_BITS = 1 << 22  # an int power or shift may produce about 1.2 million digits
 
 
 def guarded_binop(name: str, left: Any, right: Any) -> Any:
@@ -183,6 +257,13 @@ def guarded_binop(name: str, left: Any, right: Any) -> Any:
     if name in ("Pow", "LShift") and isinstance(right, int) and abs(right) > _MAX_EXPONENT \
             and not (isinstance(left, (int, float)) and left in small_base):
         raise OverflowError("result too large to judge")
+    if name == "Pow" and isinstance(left, int) and isinstance(right, int) \
+            and left.bit_length() * abs(right) > _MAX_RESULT_BITS:
+        raise OverflowError("result too large to judge")
+    if name == "Mod" and isinstance(left, (str, bytes, bytearray)):
+        # printf-style formatting of a candidate's string: a width such as %0999999999d
+        # would build a gigabyte in the parent; no test needs to format the candidate's text
+        raise OverflowError("the judge does not format strings")
     if name == "Mult":
         for seq, count in ((left, right), (right, left)):
             if isinstance(seq, _SEQUENCES) and isinstance(count, int) \

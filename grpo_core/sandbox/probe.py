@@ -6,13 +6,15 @@ intentions. A layer that is not available is dropped with a ``SandboxWarning``, 
 
 Levels:
 * **1**: the parent is root (CI, Colab): every completion runs as a dedicated unprivileged uid
-  (one per worker slot, from ``GRPO_SANDBOX_UID_BASE``, default 60100), and, where the
-  kernel allows ``unshare(2)`` (through ``ctypes``), in an empty network namespace and a
-  private IPC namespace.
+  (one per worker slot, from ``GRPO_SANDBOX_UID_BASE``, default 60100).
 * **0**: the parent is an ordinary user (a laptop): the child runs as that same user. The
-  kernel limits (no fork, no threads, memory, CPU, files) and the split evaluation still hold,
-  but the child can read and write whatever that user can, including other processes of
-  that user. Where unprivileged user namespaces exist, the network is still cut.
+  kernel limits (no fork, no threads, memory, CPU, files) and the split evaluation still hold.
+
+At either level, where the kernel allows ``unshare(2)`` (through ``ctypes``; an ordinary user
+needs unprivileged user namespaces), each completion also gets an empty network namespace, a
+private IPC namespace, its own PID namespace, its own mount namespace with a private tmpfs
+root (``_child.enter_private_root``) and a seccomp filter. Each layer is tried for real by
+the zygote and reported on or off; ``docs/sandbox.md`` explains the design.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import warnings
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .execute import SandboxError, run_child
+from .execute import TMPFS_BYTES, SandboxError, run_child
 from .host import Isolation, existing_shared_dirs, prepare_base_dir, worker_slot
 from .judge import decode_value
 from .zygote import Zygote, ZygoteError, discard_zygote
@@ -73,8 +75,13 @@ def facts():
     except OSError as error:
         out["loopback"] = "unreachable" if error.errno == 101 else "reachable"
     probe.close()
-    with open("/proc/self/status") as status:
-        out["no_new_privs"] = any(l.split() == ["NoNewPrivs:", "1"] for l in status)
+    try:
+        with open("/proc/self/status") as status:
+            out["no_new_privs"] = any(l.split() == ["NoNewPrivs:", "1"] for l in status)
+    except OSError:  # no /proc at all (a private root without a PID namespace)
+        out["no_new_privs"] = NO_NEW_PRIVS_UNKNOWN
+    out["pid"] = os.getpid()
+    out["hidden"] = not any(os.path.exists(path) for path in HIDDEN)
     return out
 '''
 
@@ -89,7 +96,9 @@ class Facts:
     threads_blocked: bool
     network_cut: bool
     no_new_privs: bool
-    imports: str = "ok"  # "ok", or the error a child got importing from the standard library
+    imports: str = "ok"
+    pid: int = 0  # the probe's own pid: 1 in a PID namespace of its own
+    hidden: bool = False  # the parent's package and temporary folder were not visible  # "ok", or the error a child got importing from the standard library
     rejected: tuple[str, ...] = ()
 
 
@@ -103,7 +112,8 @@ def probe_isolation(*, allow_uid_drop: bool = True, allow_namespaces: bool = Tru
     is_root = os.geteuid() == 0
     base = Isolation(interpreter="", base_dir=prepare_base_dir(),
                      shared_dirs=existing_shared_dirs(), network_namespace=allow_namespaces,
-                     ipc_namespace=allow_namespaces)
+                     ipc_namespace=allow_namespaces, pid_namespace=allow_namespaces,
+                     private_root=allow_namespaces, seccomp=allow_namespaces)
     if is_root and allow_uid_drop:
         base = replace(base, uids=free_uids())
     if not is_root:
@@ -139,7 +149,9 @@ def _try(wanted: Isolation, rejected: list[str]) -> tuple[Isolation, Facts] | No
     isolation = replace(wanted, interpreter_version=layers.version,
                         network_namespace=layers.network_namespace,
                         ipc_namespace=layers.ipc_namespace,
-                        user_namespace=layers.user_namespace)
+                        user_namespace=layers.user_namespace,
+                        pid_namespace=layers.pid_namespace, private_root=layers.private_root,
+                        seccomp=layers.seccomp)
     try:
         facts = _self_test(isolation)
     except SandboxError as error:
@@ -198,7 +210,9 @@ def interpreter_candidates() -> tuple[str, ...]:
 def _self_test(isolation: Isolation) -> Facts | None:
     """Run the probe program under ``isolation``; what it measured, or None."""
     limits = [("RLIMIT_NPROC", 0), ("RLIMIT_AS", 1 << 30), ("RLIMIT_CORE", 0)]
-    request = {"code": _PROBE_CODE, "setup": "", "leaves": [("facts()", False)]}
+    hidden = (os.path.dirname(os.path.abspath(__file__)), isolation.base_dir)
+    code = f"HIDDEN = {hidden!r}\nNO_NEW_PRIVS_UNKNOWN = {isolation.seccomp!r}\n" + _PROBE_CODE
+    request = {"code": code, "setup": "", "leaves": [("facts()", False)]}
     with worker_slot(isolation) as slot:
         try:
             run = run_child(isolation, slot, request, limits, timeout_s=10.0)
@@ -212,7 +226,7 @@ def _self_test(isolation: Isolation) -> Facts | None:
                      fork_blocked=raw["fork"] == "blocked",
                      threads_blocked=raw["threads"] == "blocked",
                      network_cut=raw["loopback"] == "unreachable",
-                     no_new_privs=raw["no_new_privs"])
+                     no_new_privs=raw["no_new_privs"], pid=raw["pid"], hidden=raw["hidden"])
 
 
 # ---------------------------------------------------------------- the process-wide choice
@@ -282,7 +296,11 @@ def isolation_report_for(isolation: Isolation, facts: Facts) -> IsolationReport:
     """The report for given settings and the facts the probe measured under them."""
     layers = _layers(isolation, facts)
     problems = [f"{name} is not available: {how}" for name, active, how in layers if not active]
-    if isolation.level == 0:
+    if isolation.level == 0 and isolation.private_root:
+        problems.append("level 0: the candidate runs as your own user; its private root "
+                        "keeps your files out of its reach, a separate uid would add a second "
+                        "wall")
+    elif isolation.level == 0:
         problems.append("level 0: the candidate runs as your own user and can read or change "
                         "your files, signal your processes and read their environment")
     return IsolationReport(isolation.level, isolation.interpreter, facts.version,
@@ -309,11 +327,29 @@ def _layers(isolation: Isolation, facts: Facts) -> list[tuple[str, bool, str]]:
          "RLIMIT_NPROC=0 for a non-root uid" if facts.fork_blocked else
          "RLIMIT_NPROC does not bind root"),
         ("kernel limits", True, "RLIMIT_AS, CPU, FSIZE 1 MiB, NOFILE 64, CORE 0, hard = soft"),
-        ("private working folder", True, f"fresh 0700 folder under {isolation.base_dir}"),
+        ("private filesystem view", isolation.private_root and facts.hidden,
+         f"own mount namespace: a {TMPFS_BYTES >> 20} MiB tmpfs root (working folder, /tmp, "
+         "/var/tmp, /dev/shm) with read-only system folders and standard library; the "
+         "project, data and home folders are not there" if isolation.private_root
+         else "no mount namespace could be created: the candidate sees the host's files"),
+        ("own PID namespace", isolation.pid_namespace and facts.pid == 1,
+         ("its /proc shows only the sandbox; " if isolation.private_root else
+          "its processes die with it (but without a private root it sees the host's /proc)")
+         + ("its processes die with it" if isolation.private_root else "")
+         if isolation.pid_namespace else "no PID namespace could be created (at level 0 "
+         "it needs root)" if isolation.level == 0 else "no PID namespace could be created"),
+        ("seccomp filter", isolation.seccomp,
+         "no kernel keyrings; sync(2) and syncfs(2) do nothing" if isolation.seccomp
+         else "seccomp is unavailable (or an unknown architecture)"),
+        ("CPU-time budget", True, "timeout_s of CPU, read from /proc by the parent; the wall "
+         "clock (2 x timeout_s + 0.25 s) only as a backstop"),
+        ("private working folder", True, "in its tmpfs root" if isolation.private_root
+         else f"fresh 0700 folder under {isolation.base_dir}"),
         ("environment without secrets", True, "a fixed allowlist (PATH, LANG, HOME, ...)"),
         ("output discarded", True, "stdout and stderr go to /dev/null"),
         ("deadline from outside", True, "SIGKILL of the process group by the parent"),
-        ("clean-up by uid", isolation.level == 1,
-         "kill the uid's processes, delete its files in " + ", ".join(isolation.shared_dirs)
-         if isolation.level == 1 else "needs a separate uid"),
+        ("clean-up without root", True,
+         "nothing to remove: the kernel frees the tmpfs" if isolation.private_root
+         else "the uid removes its own files (" + ", ".join(isolation.shared_dirs) + ")"
+         if isolation.level == 1 else "the working folder is removed with your own rights"),
     ]

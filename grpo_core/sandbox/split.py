@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import builtins
 import functools
+import threading
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -50,6 +51,21 @@ warnings.filterwarnings("ignore", module=f"^({CANDIDATE_FILENAME}|{TEST_FILENAME
 BINOP_NAME = "__binop"  # arithmetic on candidate values goes through a size guard
 
 
+# CPython 3.11 keeps the AST converter's recursion depth in state that threads share, so two
+# threads parsing at once can get "SystemError: AST constructor recursion depth mismatch"
+# (gh-106905); ``unit_test_reward`` scores completions from a thread pool. Parsing is fast.
+_AST_LOCK = threading.Lock()
+
+
+def parse(source: str, filename: str) -> ast.Module:
+    """``ast.parse``, one thread at a time; a SystemError reads as a SyntaxError."""
+    with _AST_LOCK:
+        try:
+            return ast.parse(source, filename=filename)
+        except SystemError as error:
+            raise SyntaxError(f"the parser failed: {error}") from None
+
+
 class UnsplittableTestError(ValueError):
     """A test is not a single assert the sandbox can split (a dataset problem, raised early)."""
 
@@ -67,11 +83,17 @@ class SplitTest:
     """One assert: its leaves and the judge that the parent evaluates on their values.
 
     ``judge`` is compiled ``eval`` code that reads ``__V[k]`` for the k-th leaf of this test.
+    ``refused``: why this candidate fails the test without running it (it rebinds a name the
+    judge needs, so splitting would hand the judge to the child), or empty.
     """
 
     source: str
     leaves: tuple[Leaf, ...]
     judge: CodeType
+    refused: str = ""
+
+
+_FAILED_JUDGE = compile("False", "<judge>", "eval", dont_inherit=True)
 
 
 @dataclass(frozen=True)
@@ -81,19 +103,112 @@ class SplitPlan:
     tests: tuple[SplitTest, ...]
     leaves: tuple[Leaf, ...]
     offsets: tuple[int, ...]
+    imports: tuple[tuple[str, str], ...] = ()  # trusted names the setup imports, for the judge
 
 
 def plan_tests(code: str, setup_code: str, tests: Sequence[str]) -> SplitPlan:
-    """Split every test for this candidate; raises ``UnsplittableTestError`` for a bad test."""
-    candidate_names = module_level_names(code) | module_level_names(setup_code)
+    """Split every test for this candidate.
+
+    Raises ``UnsplittableTestError`` only for a test that is bad whoever answers it (a
+    dataset problem, found with no candidate names at all); a test that only this
+    candidate's bindings make unsplittable, or whose trusted names it rebinds, is failed for
+    this candidate (``SplitTest.refused``), never raised and never delegated to the child.
+    """
+    imported = trusted_imports(setup_code)
+    candidate_names = module_level_names(code) | (module_level_names(setup_code) - imported)
     split_tests, leaves, offsets = [], [], []
     for test in tests:
-        relevant = candidate_names & names_in_test(test)
-        split = split_assert(test, relevant)
+        split_assert(test, frozenset(), imported)  # the dataset's own check: may raise
+        split = split_for_candidate(test, candidate_names, imported)
         offsets.append(len(leaves))
         leaves.extend(split.leaves)
         split_tests.append(split)
-    return SplitPlan(tuple(split_tests), tuple(leaves), tuple(offsets))
+    return SplitPlan(tuple(split_tests), tuple(leaves), tuple(offsets),
+                     tuple(sorted(trusted_import_values(setup_code).items())))
+
+
+def split_for_candidate(test: str, candidate_names: frozenset[str],
+                        imported: frozenset[str] = frozenset()) -> SplitTest:
+    """``split_assert`` for one candidate, or a refused test (see ``plan_tests``)."""
+    relevant = candidate_names & names_in_test(test)
+    reason = rebinding_problem(test, relevant, imported)
+    if not reason:
+        try:
+            return split_assert(test, relevant, imported)
+        except UnsplittableTestError as error:
+            reason = f"its bindings make the test unsplittable ({error})"
+    return SplitTest(test, (), _FAILED_JUDGE, reason)
+
+
+def rebinding_problem(test: str, relevant: frozenset[str],
+                      imported: frozenset[str] = frozenset()) -> str:
+    """Why the candidate may not take part in ``test``, or ``""``.
+
+    ``relevant``: the candidate's names that the test reads. A trusted name among them (a
+    builtin such as ``abs`` or ``set``, a module such as ``math``, a name the setup code
+    imports from one) would move part of the judge, expected values included, into the
+    child. Only the entry point may be such a name (MBPP has functions called ``sum``): it
+    is recognised as a trusted name the test *calls*, innermost, when the test calls no
+    untrusted candidate function at all.
+    """
+    trusted = TRUSTED_NAMES | imported
+    rebound = relevant & trusted
+    if not rebound:
+        return ""
+    called = _called_names(_parse_assert(test))
+    if called & (relevant - trusted):
+        allowed: set[str] = set()  # the entry point is an ordinary name: no trusted one is
+    else:
+        allowed = {name for name in rebound & called
+                   if not _wraps_one_of(_parse_assert(test), name, rebound - {name})}
+    refused = sorted(rebound - allowed)
+    return f"it rebinds {', '.join(refused)}, which the test reads" if refused else ""
+
+
+def _called_names(node: ast.AST) -> set[str]:
+    """Names called directly (``name(...)``) anywhere in ``node``."""
+    return {child.func.id for child in ast.walk(node)
+            if isinstance(child, ast.Call) and isinstance(child.func, ast.Name)}
+
+
+def _wraps_one_of(node: ast.AST, name: str, others: set[str]) -> bool:
+    """Does some call ``name(...)`` have a call of one of ``others`` in its arguments?"""
+    for child in ast.walk(node):
+        if isinstance(child, ast.Call) and isinstance(child.func, ast.Name) \
+                and child.func.id == name:
+            inner = [*child.args, *(keyword.value for keyword in child.keywords)]
+            if any(_called_names(arg) & others for arg in inner):
+                return True
+    return False
+
+
+@functools.lru_cache(maxsize=4096)
+def trusted_imports(setup_code: str) -> frozenset[str]:
+    """Names the setup code binds by importing from a trusted module (``import math``,
+    ``from collections import Counter``): the parent resolves them itself, so they stay
+    on the judge's side (the candidate runs first and could patch what setup imports)."""
+    return frozenset(trusted_import_values(setup_code))
+
+
+@functools.lru_cache(maxsize=4096)
+def trusted_import_values(setup_code: str) -> dict[str, str]:
+    """``name -> "module"`` or ``"module.attribute"`` for ``trusted_imports``."""
+    try:
+        tree = parse(setup_code, CANDIDATE_FILENAME)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in TRUSTED_MODULES:
+                    found[alias.asname or alias.name] = alias.name
+        elif isinstance(node, ast.ImportFrom) and node.module in TRUSTED_MODULES \
+                and not node.level:
+            for alias in node.names:
+                if alias.name != "*":
+                    found[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return found
 
 
 @functools.lru_cache(maxsize=8192)
@@ -104,19 +219,22 @@ def names_in_test(test: str) -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=8192)
-def split_assert(test: str, candidate_names: frozenset[str]) -> SplitTest:
-    """Split one assert. ``candidate_names``: names the candidate binds at module level."""
+def split_assert(test: str, candidate_names: frozenset[str],
+                 imported: frozenset[str] = frozenset()) -> SplitTest:
+    """Split one assert. ``candidate_names``: names the candidate binds at module level;
+    ``imported``: names the setup code imports from trusted modules (the parent's)."""
     statement = _parse_assert(test)
-    splitter = _Splitter(candidate_names, _locally_bound_names(statement))
+    splitter = _Splitter(candidate_names, _locally_bound_names(statement) | imported)
     body = splitter.visit(statement.test, truth_context=True)
     expression = ast.fix_missing_locations(ast.Expression(body=body))
-    judge = compile(expression, "<judge>", "eval", dont_inherit=True)
+    with _AST_LOCK:
+        judge = compile(expression, "<judge>", "eval", dont_inherit=True)
     return SplitTest(test, tuple(splitter.leaves), judge)
 
 
 def _parse_assert(test: str) -> ast.Assert:
     try:
-        module = ast.parse(test.strip(), filename=TEST_FILENAME)
+        module = parse(test.strip(), TEST_FILENAME)
     except SyntaxError as error:
         raise UnsplittableTestError(f"test is not valid Python: {test!r} ({error})") from None
     if len(module.body) != 1 or not isinstance(module.body[0], ast.Assert):
@@ -214,7 +332,7 @@ def module_level_names(source: str) -> frozenset[str]:
     evaluates that name with its own trusted meaning, which can only fail such a test.
     """
     try:
-        tree = ast.parse(source, filename=CANDIDATE_FILENAME)
+        tree = parse(source, CANDIDATE_FILENAME)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return frozenset()
     names: set[str] = set()

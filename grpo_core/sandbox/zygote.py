@@ -37,6 +37,14 @@ class ZygoteLayers:
     user_namespace: bool
     ctypes: bool
     version: str
+    pid_namespace: bool = False
+    private_root: bool = False
+    seccomp: bool = False
+
+    def namespaces(self) -> tuple[bool, ...]:
+        """The layers ``Isolation`` promises, in ``Isolation.promised()``'s order."""
+        return (self.network_namespace, self.ipc_namespace, self.user_namespace,
+                self.pid_namespace, self.private_root, self.seccomp)
 
 
 class Zygote:
@@ -44,7 +52,9 @@ class Zygote:
 
     def __init__(self, isolation: Isolation):
         config = {"net": isolation.network_namespace, "ipc": isolation.ipc_namespace,
-                  "user": isolation.user_namespace}
+                  "user": isolation.user_namespace, "pid_ns": isolation.pid_namespace,
+                  "fs": isolation.private_root, "seccomp": isolation.seccomp,
+                  "root": isolation.base_dir}
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.process = subprocess.Popen(
@@ -69,7 +79,7 @@ class Zygote:
             raise ZygoteError("the zygote did not start")
         info: dict[str, Any] = marshal.loads(self._read_exact(size))
         return ZygoteLayers(info["net"], info["ipc"], info["user"], info["ctypes"],
-                            info["version"])
+                            info["version"], info["pid_ns"], info["fs"], info["seccomp"])
 
     def spawn(self, spec: dict[str, Any], request_fd: int, result_fd: int) -> int:
         """Fork a child that will enter the sandbox described by ``spec``; returns its pid."""
@@ -85,6 +95,16 @@ class Zygote:
     def reap(self, pid: int) -> int:
         """Wait for a child the caller has already SIGKILLed; returns its wait status."""
         self._call(lambda: self.sock.sendall(b"W" + struct.pack("!i", pid)))
+        tag, status = self._read_header()
+        if tag != b"S":
+            raise ZygoteError("the zygote broke the protocol")
+        return status
+
+    def clean(self, paths: list[str], shared_dirs: tuple[str, ...], uid: int | None) -> int:
+        """Have a child of the zygote, with ``uid``'s own rights, empty ``paths`` and delete
+        what ``uid`` owns at the top of ``shared_dirs``; returns its wait status."""
+        payload = marshal.dumps({"paths": paths, "shared": list(shared_dirs), "uid": uid}, 4)
+        self._call(lambda: self.sock.sendall(b"C" + struct.pack("!i", len(payload)) + payload))
         tag, status = self._read_header()
         if tag != b"S":
             raise ZygoteError("the zygote broke the protocol")
@@ -149,9 +169,7 @@ def zygote_for(isolation: Isolation, slot: Slot) -> Zygote:
     if zygote is not None and zygote.alive():
         return zygote
     zygote = Zygote(isolation)
-    promised = (isolation.network_namespace, isolation.ipc_namespace, isolation.user_namespace)
-    got = (zygote.layers.network_namespace, zygote.layers.ipc_namespace,
-           zygote.layers.user_namespace)
+    promised, got = isolation.promised(), zygote.layers.namespaces()
     if got != promised:
         zygote.close()
         raise ZygoteError(f"a new zygote got namespaces {got}, not the probed {promised}")
