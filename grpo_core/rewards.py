@@ -39,7 +39,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from .sandbox import DEFAULT_TIMEOUT_S, SandboxResult, run_tests
-from .sandbox.split import CANDIDATE_FILENAME
+from .sandbox.split import CANDIDATE_FILENAME, parse
 
 FORMAT_REWARD = 1.0
 ACCURACY_REWARD = 2.0
@@ -154,7 +154,7 @@ def extract_code(completion: str) -> str:
 
 def _parses(code: str) -> bool:
     try:
-        ast.parse(code, filename=CANDIDATE_FILENAME)  # its warnings are filtered by this name
+        parse(code, CANDIDATE_FILENAME)  # one thread at a time; warnings filtered by this name
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     return True
@@ -208,7 +208,7 @@ def defines_function(code: str, name: str) -> bool:
     """Whether ``code`` parses and defines a top-level function called ``name``."""
     if not name or not _parses(code):
         return False
-    tree = ast.parse(code, filename=CANDIDATE_FILENAME)
+    tree = parse(code, CANDIDATE_FILENAME)
     return any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name
                for node in tree.body)
 
