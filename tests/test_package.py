@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -116,8 +117,13 @@ def wheel_site(tmp_path_factory):
     """The wheel built from this checkout, unpacked into a folder of its own (a pure-Python
     wheel unpacked is what pip installs)."""
     out = tmp_path_factory.mktemp("wheel")
+    source = out / "source"  # a copy: the build writes build/ beside the sources, never here
+    shutil.copytree(REPO / "grpo_core", source / "grpo_core",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                    "--no-build-isolation", "--wheel-dir", str(out), str(REPO)],
+                    "--no-build-isolation", "--wheel-dir", str(out), str(source)],
                    check=True, capture_output=True, cwd=out)
     (wheel,) = out.glob("grpo_course-*.whl")
     site = out / "site"
@@ -130,7 +136,8 @@ def wheel_site(tmp_path_factory):
 def test_the_wheel_holds_the_whole_package_and_its_data(wheel_site):
     _, names = wheel_site
     sources = {p.relative_to(REPO).as_posix() for p in (REPO / "grpo_core").rglob("*.py")}
-    assert sources <= names, sorted(sources - names)
+    packaged = {name for name in names if name.startswith("grpo_core/") and name.endswith(".py")}
+    assert packaged == sources, (sorted(sources - packaged), sorted(packaged - sources))
     assert {"grpo_core/data/problems.jsonl", "grpo_core/data/prompts_exp1.jsonl"} <= names
     assert not any(name.startswith(("tests/", "notebooks/", "data/")) for name in names)
     metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
