@@ -406,7 +406,7 @@ with torch.no_grad():
 policy = add_lora(base, rank=16)  # adapters on every linear layer of the blocks; W frozen
 trainable, total = trainable_parameters(policy)
 adapter_bytes = sum(p.numel() * p.element_size() for p in policy.parameters() if p.requires_grad)
-lora_optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=1e-3)
+lora_optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=2e-4)
 policy.train()
 kl_at_start = []
 for _ in range(2):
