@@ -49,6 +49,24 @@ def test_whitespace_is_allowed_at_the_ends_and_inside_the_tags(completion, answe
 
 
 @pytest.mark.parametrize("completion", [
+    "\t<answer>72</answer>\t", "\r\n<answer>72</answer>\r\n",
+    " \t\r\n<answer>72</answer>\n\r\t ", "Reasoning.\r\n<answer>\t72\r\n</answer>\r\n",
+])
+def test_tabs_and_crlf_at_the_ends_count_as_whitespace(completion):
+    assert extract_answer(completion) == "72"
+    assert format_reward([completion]) == [1.0]
+    assert accuracy_reward([completion], answer=["72"]) == [2.0]
+
+
+@pytest.mark.parametrize("completion", [
+    "\t<answer>72</answer>\tx", "<answer>72</answer>\r\n.", "\t<answer>\t\r\n</answer>",
+])
+def test_text_after_the_closing_tag_or_an_empty_answer_breaks_the_format_with_tabs_and_crlf(completion):
+    assert extract_answer(completion) is None
+    assert format_reward([completion]) == [0.0]
+
+
+@pytest.mark.parametrize("completion", [
     "<answer>72</answer>.", "<answer>72</answer> ok", "<answer></answer>", "<answer>  </answer>",
     "<answer>71</answer> <answer>72</answer>", "</answer>72<answer>", "<answer>72", "72",
     "<ANSWER>72</ANSWER>", "<answer>7<answer>2</answer>",
@@ -83,6 +101,14 @@ def test_length_reward_is_minus_the_distance_to_20_characters():
     five = make_length_reward(5)
     assert five(["abcde", "abc"]) == [0.0, -2.0]
     assert five.__name__ == length_reward.__name__ == "length_reward"  # TRL logs by name
+    assert "5" in five.__doc__ and "20" in length_reward.__doc__
+
+
+def test_length_reward_counts_whitespace_characters():
+    assert length_reward([" " * 20, "\t\n" * 10, "a b\tc\r\n", "\n" * 23]) == [
+        0.0, 0.0, -13.0, -3.0]
+    chat = [[{"role": "assistant", "content": " " * 18}]]
+    assert length_reward(chat) == [-2.0]
 
 
 # ---------------------------------------------------------------- code extraction
