@@ -1,0 +1,61 @@
+"""The judge's verdicts, through ``run_tests``: a test passes only when every value it needs
+came back from the child, and the parent's own comparison of them is true.
+
+(The sandbox's statuses, isolation and wire format are in ``tests/test_sandbox.py``; the
+hostile completions in ``tests/sandbox/``.)
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from grpo_core.sandbox import run_tests
+
+EXITS_WHEN_CALLED = "import os\ndef f(x):\n    os._exit(0)\n"
+
+
+@pytest.mark.parametrize("test", [
+    "assert f(1) != 5", "assert not f(1)", "assert f(1) is None or True",
+    "assert f(1) not in (1, 2)", "assert f(1) == f(1)",
+])
+def test_a_candidate_that_exits_before_reporting_fails_even_a_negated_assert(test):
+    result = run_tests(EXITS_WHEN_CALLED, [test])
+    assert (result.passed, result.verdicts) == (0, (False,))
+    assert result.status == "crashed"
+
+
+def test_a_candidate_that_exits_midway_keeps_what_it_reported_before():
+    code = "import os\ndef f(x):\n    if x == 2:\n        os._exit(0)\n    return x\n"
+    result = run_tests(code, ["assert f(1) == 1", "assert f(2) != 5", "assert f(3) != 5"])
+    assert result.verdicts == (True, False, False)
+    assert (result.passed, result.total, result.status) == (1, 3, "crashed")
+
+
+def test_a_candidate_that_exits_while_loading_fails_every_test():
+    result = run_tests("import os\nos._exit(0)\ndef f(x):\n    return x\n",
+                       ["assert f(1) != 5", "assert not f(0)"])
+    assert (result.passed, result.verdicts) == (0, (False, False))
+
+
+def test_a_leaf_that_raises_fails_its_test_even_when_negated():
+    code = "def f(x):\n    raise ValueError(x)\n"
+    result = run_tests(code, ["assert f(1) != 5", "assert not f(1)"])
+    assert result.verdicts == (False, False) and result.status == "ok"
+    assert "ValueError" in result.detail
+
+
+@pytest.mark.parametrize("test", [
+    "assert f() * 6_000_000 != ''", "assert 6_000_000 * f() != ''",
+    "assert f() * 5_000_001 != ''", "assert 5_000_001 * f() != ''",  # 10_000_002 items
+])
+def test_a_repetition_too_large_to_judge_fails_with_the_count_on_either_side(test):
+    result = run_tests("def f():\n    return 'ab'\n", [test])
+    assert result.verdicts == (False,)
+
+
+@pytest.mark.parametrize("test", [
+    "assert f() * 3 == 'ababab'", "assert 3 * f() == 'ababab'",
+    "assert f() * 5_000_000 != ''", "assert 5_000_000 * f() != ''",  # 10_000_000: the limit
+])
+def test_a_repetition_within_the_limit_is_judged_with_the_count_on_either_side(test):
+    assert run_tests("def f():\n    return 'ab'\n", [test]).verdicts == (True,)
