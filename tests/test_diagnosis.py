@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 import subprocess
 import sys
@@ -246,11 +247,11 @@ def test_thresholds_are_respected():
 
 
 def test_bad_input_is_refused():
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="sequence of dicts"):
         diagnose([1, 2, 3])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="status must be one of .*got 'maybe'"):
         Finding("hacking", "maybe", "reward")
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError, match="no metrics.jsonl at /nonexistent/run"):
         load_run("/nonexistent/run")
 
 
@@ -264,7 +265,7 @@ def test_diagnosis_prints_and_tabulates():
     assert list(table.columns) == ["run", "symptom", "status", "metric", "steps", "value",
                                    "evidence", "fix"]
     assert table.set_index("symptom").loc["hacking", "steps"] == "1, 5, 10, 15, 20, 25, 30"
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError, match="no finding for 'sadness'; symptoms: .*'no signal'"):
         diagnosis["sadness"]
 
 
@@ -362,3 +363,132 @@ def test_the_milder_proxy_run_is_not_called_hacking():
     diagnosis = diagnose(EXP3_DEFINES)
     assert diagnosis["hacking"].status == "ok", str(diagnosis)
     assert diagnosis["hacking"].metric.endswith("eval/unit_test_reward")
+
+
+# --- each threshold, exactly on it and just past it ----------------------------------------
+# Thresholds' promise: "at or above" (>=) for zero_std_high, clipped_high, persistent_share,
+# trend_rho, length_growth, kl_limit, kl_spike and kl_floor; "at or below" for collapse_ratio;
+# true_flat is "the largest rise still counted as flat" (<=); a sparse proxy rises when its
+# change is "larger than" sparse_rise (>); min_trend_points values are enough for a trend.
+# Each threshold is set to the very number the check computes, then to the next float past it.
+
+def up(x: float) -> float:
+    return math.nextafter(x, math.inf)
+
+
+def down(x: float) -> float:
+    return math.nextafter(x, -math.inf)
+
+
+@pytest.mark.parametrize(("symptom", "key", "field"), [
+    ("no signal", "frac_reward_zero_std", "zero_std_high"),
+    ("truncation", "completions/clipped_ratio", "clipped_high"),
+])
+def test_a_level_exactly_at_its_threshold_is_flagged(symptom, key, field):
+    rows = with_values(healthy(), key, [0.7] * STEPS)
+    assert diagnose(rows, thresholds=Thresholds(**{field: 0.7}))[symptom].flagged
+    assert status(diagnose(rows, thresholds=Thresholds(**{field: up(0.7)})), symptom) == "ok"
+
+
+def test_a_level_at_exactly_the_persistent_share_of_the_steps_is_flagged():
+    values = [1.0] * 9 + [0.0] * 21  # 9 of 30 steps: exactly 0.3, all early
+    rows = with_values(healthy(), "frac_reward_zero_std", values)
+    assert diagnose(rows, thresholds=Thresholds(persistent_share=9 / 30))["no signal"].flagged
+    late = diagnose(rows, thresholds=Thresholds(persistent_share=up(9 / 30)))
+    assert status(late, "no signal") == "transient"
+
+
+def test_a_level_whose_last_fifth_mean_is_exactly_the_threshold_is_flagged():
+    values = [0.0] * 24 + [0.2, 0.2, 0.2, 0.2, 1.0, 1.0]  # 2 hits of 30: not persistent
+    rows = with_values(healthy(), "frac_reward_zero_std", values)
+    tail = trend(list(range(1, STEPS + 1)), values).last
+    at = diagnose(rows, thresholds=Thresholds(zero_std_high=tail))["no signal"]
+    assert at.flagged and at.steps == (29, 30)  # still there at the end
+    assert status(diagnose(rows, thresholds=Thresholds(zero_std_high=up(tail))),
+                  "no signal") == "transient"
+
+
+def length_gaming_rows() -> tuple[list[dict], float, float]:
+    """Length and reward rise together; returns the rows, the growth and the smallest rho."""
+    lengths = [30 + 2 * s + (5 if s % 4 == 0 else 0) for s in range(STEPS)]
+    rows = with_values(healthy(), "completions/mean_length", lengths)
+    steps = list(range(1, STEPS + 1))
+    rewards = [row["reward"] for row in rows]
+    length = trend(steps, lengths)
+    rho = min(length.rho, trend(steps, rewards).rho, spearman(lengths, rewards))
+    return rows, length.last / length.first, rho
+
+
+def test_length_growth_exactly_at_its_threshold_is_gaming():
+    rows, growth, _ = length_gaming_rows()
+    assert diagnose(rows, thresholds=Thresholds(length_growth=growth))["length gaming"].flagged
+    assert status(diagnose(rows, thresholds=Thresholds(length_growth=up(growth))),
+                  "length gaming") == "ok"
+
+
+def test_a_rank_correlation_exactly_at_trend_rho_is_a_trend():
+    rows, _, rho = length_gaming_rows()
+    assert 0.4 < rho < 1.0
+    assert diagnose(rows, thresholds=Thresholds(trend_rho=rho))["length gaming"].flagged
+    assert status(diagnose(rows, thresholds=Thresholds(trend_rho=up(rho))),
+                  "length gaming") == "ok"
+
+
+def test_exactly_min_trend_points_values_are_enough_for_a_trend():
+    rows, _, _ = length_gaming_rows()
+    six = diagnose(rows[:6], thresholds=Thresholds(min_trend_points=6))
+    assert status(six, "length gaming") != "not measured"
+    assert status(six, "collapse") != "not measured"
+    seven = diagnose(rows[:6], thresholds=Thresholds(min_trend_points=7))
+    assert status(seven, "length gaming") == status(seven, "collapse") == "not measured"
+
+
+def test_falling_to_exactly_the_collapse_ratio_is_collapse():
+    fading = [2.0] * 6 + [1.5, 1.25, 1.0, 0.875, 0.75, 0.625] * 3 + [0.5] * 6  # 2.0 -> 0.5
+    rows = with_values(with_values(healthy(), "entropy", fading), "reward_std", fading)
+    assert trend(list(range(1, STEPS + 1)), fading).last == 0.25 * 2.0
+    assert diagnose(rows, thresholds=Thresholds(collapse_ratio=0.25))["collapse"].flagged
+    assert status(diagnose(rows, thresholds=Thresholds(collapse_ratio=down(0.25))),
+                  "collapse") == "ok"
+
+
+def test_a_true_score_that_rises_by_exactly_true_flat_is_flat():
+    rows = hacked([0.10, 0.11, 0.12, 0.12, 0.13, 0.14, 0.15])
+    eval_steps = [1, 5, 10, 15, 20, 25, 30]
+    rise = trend(eval_steps, [rows[s - 1]["eval/unit_test_reward"] for s in eval_steps]).change
+    assert diagnose(rows, thresholds=Thresholds(true_flat=rise))["hacking"].flagged
+    below = diagnose(rows, thresholds=Thresholds(true_flat=down(rise)))["hacking"]
+    assert below.status == "ok" and "rises with the proxy" in below.evidence
+
+
+def test_a_sparse_proxy_must_rise_by_more_than_sparse_rise():
+    rows = hacked([0.2, 0.2, 0.2, 0.2, 0.2], every=7)  # 5 held-out values: a sparse series
+    eval_steps = [1, 7, 14, 21, 28]
+    rise = trend(eval_steps, [rows[s - 1]["eval/proxy_reward"] for s in eval_steps]).change
+    names = {"proxy": "eval/proxy_reward", "true_score": "eval/unit_test_reward"}
+    at = diagnose(rows, thresholds=Thresholds(sparse_rise=rise), **names)["hacking"]
+    assert at.status == "ok" and "does not climb" in at.evidence
+    assert diagnose(rows, thresholds=Thresholds(sparse_rise=down(rise)), **names)["hacking"].flagged
+
+
+def kl_status(kl: list[float], **thresholds) -> str:
+    rows = with_values(healthy(n=len(kl)), "kl", kl)
+    return status(diagnose(rows, thresholds=Thresholds(**thresholds)), "KL blow-up")
+
+
+def test_a_kl_exactly_at_the_limit_is_a_blow_up():
+    kl = [0.5] * 6 + [1.0] + [0.5] * 3  # never 10x its median: only the limit can fire
+    assert kl_status(kl, kl_limit=1.0) == "flagged"
+    assert kl_status(kl, kl_limit=up(1.0)) == "ok"
+
+
+def test_a_kl_exactly_kl_spike_times_its_median_is_a_spike():
+    kl = [0.125] * 6 + [0.5] + [0.125] * 3  # 4x the median, above the floor
+    assert kl_status(kl, kl_spike=4.0) == "flagged"
+    assert kl_status(kl, kl_spike=up(4.0)) == "ok"
+
+
+def test_a_spike_exactly_at_the_kl_floor_counts():
+    kl = [0.001] * 6 + [0.25] + [0.001] * 3  # 250x the median: only the floor decides
+    assert kl_status(kl, kl_floor=0.25) == "flagged"
+    assert kl_status(kl, kl_floor=up(0.25)) == "ok"
