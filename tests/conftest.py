@@ -25,3 +25,50 @@ def smoke_policy(smoke_profile):
     from grpo_core.models import load_policy
 
     return load_policy(smoke_profile)
+
+
+TINY_CHAT_TEMPLATE = (
+    "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}"
+    "{% if add_generation_prompt %}<assistant>{% endif %}"
+)
+
+
+def make_tiny_policy(seed: int = 0, hidden_size: int = 16, layers: int = 1):
+    """``(model, tokenizer)``: a random one-layer Llama over a character tokenizer (~40 ids).
+
+    No file and no download: the loop's mechanics in milliseconds per step. The same seed
+    gives the same weights.
+    """
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    vocab = {"<pad>": 0, "<eos>": 1, "?": 2}
+    for char in "abcdefghijklmnopqrstuvwxyzSDN .,<>":
+        vocab.setdefault(char, len(vocab))
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="?"))
+    backend.pre_tokenizer = pre_tokenizers.Split("", "isolated")
+    backend.decoder = decoders.Fuse()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>",
+                                        eos_token="<eos>", padding_side="left")
+    tokenizer.chat_template = TINY_CHAT_TEMPLATE
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(vocab), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
+        num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=1,
+        max_position_embeddings=128, tie_word_embeddings=True, bos_token_id=None,
+        eos_token_id=vocab["<eos>"], pad_token_id=vocab["<pad>"],
+    )
+    return LlamaForCausalLM(config).eval(), tokenizer
+
+
+@pytest.fixture
+def tiny_policy():
+    """A fresh :func:`make_tiny_policy` (seed 0) for each test."""
+    return make_tiny_policy()
+
+
+@pytest.fixture
+def new_tiny_policy():
+    """:func:`make_tiny_policy` itself, for tests that need several identical policies."""
+    return make_tiny_policy

@@ -1,0 +1,177 @@
+"""The loop's update on a tiny random model: which way a step moves the policy, micro-batches,
+the optimizer step, a rollout reused for several iterations, and the reference model.
+
+Every test goes through ``train`` (the public entry) with rewards chosen by position in the
+batch, so the advantages are known without reading the random model's text.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from grpo_core.advantages import group_advantages
+from grpo_core.logprobs import completion_mask, token_logprobs
+from grpo_core.loop import TrainConfig, checkpoint_step, train
+
+PROMPTS = ["Say hello.", "Name a colour.", "Describe the sea."]
+GROUP = 4
+
+
+def config(**overrides) -> TrainConfig:
+    values = {"group_size": GROUP, "prompts_per_step": 2, "max_new_tokens": 6, "max_steps": 1,
+              "learning_rate": 1e-2, "seed": 0, "save_checkpoint": False, **overrides}
+    return TrainConfig(**values)
+
+
+def by_position(completions, **kwargs):
+    """1.0 for the first half of every group, 0.0 for the second: half the rows have A > 0."""
+    return [1.0 if index % GROUP < GROUP // 2 else 0.0 for index in range(len(completions))]
+
+
+def record_generate(model) -> list[torch.Tensor]:
+    """Keep every ``generate`` output (prompt + completion ids) the loop samples."""
+    calls, generate = [], model.generate
+
+    def recorded(*args, **kwargs):
+        output = generate(*args, **kwargs)
+        calls.append((kwargs["input_ids"].size(1), kwargs["attention_mask"], output))
+        return output
+
+    model.generate = recorded
+    return calls
+
+
+def completion_logps(model, call, eos_id: int) -> torch.Tensor:
+    """``[B]`` summed log-probs of one recorded rollout's completions (up to the first EOS)."""
+    prompt_len, prompt_mask, output = call
+    completions = output[:, prompt_len:]
+    mask = completion_mask(completions, [eos_id]).long()
+    attention = torch.cat([prompt_mask, mask], dim=1)
+    with torch.no_grad():
+        logps = token_logprobs(model.eval(), output, attention, completions.size(1))
+    return (logps * mask).sum(dim=1)
+
+
+def weights(model) -> torch.Tensor:
+    return torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+
+
+def test_one_update_makes_positive_advantage_completions_more_likely(tiny_policy):
+    model, tokenizer = tiny_policy
+    before = copy.deepcopy(model)
+    calls = record_generate(model)
+    train(model, tokenizer, PROMPTS, by_position, config(), progress=False)
+    (call,) = calls
+    change = (completion_logps(model, call, tokenizer.eos_token_id)
+              - completion_logps(before, call, tokenizer.eos_token_id))
+    advantages = group_advantages(torch.tensor(by_position([None] * change.numel())), GROUP)
+    assert (advantages > 0).sum() == (advantages < 0).sum() == change.numel() // 2
+    assert change[advantages > 0].mean() > 0  # the rewarded completions became more likely
+    assert change[advantages < 0].mean() < 0  # and the others less likely
+    assert (change * advantages).sum() > 0
+
+
+def test_one_update_lowers_the_loss_of_its_own_batch(tiny_policy):
+    model, tokenizer = tiny_policy
+    result = train(model, tokenizer, PROMPTS, by_position,
+                   config(num_iterations=2, max_steps=2), progress=False)
+    first, second = result.metrics
+    assert first["iteration"] == 0 and second["iteration"] == 1  # the same batch, twice
+    # on-policy, the grpo loss is -mean(A) = 0 (advantages sum to 0 in each group)
+    assert first["loss"] == pytest.approx(0.0, abs=1e-6)
+    assert second["loss"] < -1e-3  # after one step the same batch scores better
+
+
+def test_every_step_changes_the_weights(tiny_policy):
+    model, tokenizer = tiny_policy
+    start = weights(model)
+    result = train(model, tokenizer, PROMPTS, by_position, config(max_steps=1), progress=False)
+    assert result.metrics[0]["grad_norm"] > 0
+    moved = (weights(model) - start).abs().max().item()
+    # AdamW's first step moves each weight by about the learning rate, never much more
+    assert 1e-4 < moved <= 1.1e-2
+
+
+def test_a_resumed_run_steps_from_the_checkpoint(tiny_policy, tmp_path):
+    model, tokenizer = tiny_policy
+    train(model, tokenizer, PROMPTS, by_position, config(max_steps=1, save_checkpoint=True),
+          tmp_path, progress=False)
+    assert checkpoint_step(tmp_path) == 1
+    at_checkpoint = weights(model)
+    resumed = train(model, tokenizer, PROMPTS, by_position, config(max_steps=2), tmp_path,
+                    resume=True, progress=False)
+    assert [r["step"] for r in resumed.metrics] == [2]
+    moved = (weights(model) - at_checkpoint).abs().max().item()
+    assert 1e-4 < moved <= 1.1e-2  # step 2 really updated the checkpoint's weights
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo", "dapo"])
+@pytest.mark.parametrize("micro_batch_size", [2, 4])
+def test_micro_batches_give_the_whole_batch_loss_and_gradient(new_tiny_policy, loss_type,
+                                                             micro_batch_size):
+    # two steps on one rollout (old log-probs and a moved ratio) with a reference (beta > 0):
+    # every number the update logs, and the weights, must not depend on the micro-batches
+    runs = []
+    for size in (None, micro_batch_size):
+        model, tokenizer = new_tiny_policy()
+        cfg = config(loss_type=loss_type, micro_batch_size=size, num_iterations=2, max_steps=2,
+                     beta=0.5, max_grad_norm=None)
+        result = train(model, tokenizer, PROMPTS, by_position, cfg, progress=False)
+        runs.append((result.metrics, weights(model)))
+    (whole, whole_weights), (micro, micro_weights) = runs
+    for step_whole, step_micro in zip(whole, micro, strict=True):
+        for key in ("loss", "grad_norm", "entropy", "kl", "ratio/min", "ratio/max",
+                    "clip_ratio/region_mean", "clip_ratio/low_mean", "clip_ratio/high_mean"):
+            assert step_micro[key] == pytest.approx(step_whole[key], rel=1e-4, abs=1e-6), key
+    assert whole[1]["loss"] != pytest.approx(0.0, abs=1e-4)  # the compared numbers are not 0
+    assert whole[1]["kl"] > 0
+    torch.testing.assert_close(micro_weights, whole_weights, rtol=1e-4, atol=1e-6)
+
+
+def test_a_rollout_is_reused_for_num_iterations_steps_with_its_old_logprobs(tiny_policy):
+    model, tokenizer = tiny_policy
+    calls = record_generate(model)
+    rewarded = []
+
+    def counting(completions, **kwargs):
+        rewarded.append(list(completions))
+        return by_position(completions)
+
+    result = train(model, tokenizer, PROMPTS, counting,
+                   config(num_iterations=3, max_steps=6, learning_rate=3e-3), progress=False)
+    assert len(calls) == len(rewarded) == 2  # one rollout per three steps
+    assert [r["iteration"] for r in result.metrics] == [0, 1, 2, 0, 1, 2]
+    assert result.last_texts == rewarded[1]
+    for first, *reused in (result.metrics[:3], result.metrics[3:]):
+        assert first["ratio/min"] == first["ratio/max"] == 1.0  # sampled by this very policy
+        assert first["loss"] == pytest.approx(0.0, abs=1e-6)
+        for record in reused:
+            assert record["ratio/min"] < 1.0 < record["ratio/max"]
+        # measured against the same old log-probs, the surrogate keeps improving
+        assert first["loss"] > reused[0]["loss"] > reused[1]["loss"]
+
+
+def test_beta_gives_a_kl_and_a_gradient_from_it_on_step_two(new_tiny_policy):
+    runs = {}
+    for beta in (0.0, 0.5):
+        model, tokenizer = new_tiny_policy()
+        start = weights(model)
+        result = train(model, tokenizer, PROMPTS, by_position, config(beta=beta, max_steps=2),
+                       progress=False)
+        runs[beta] = result
+    plain, with_kl = runs[0.0].metrics, runs[0.5].metrics
+    reference = runs[0.5].ref_model
+    assert runs[0.0].ref_model is None and "kl" not in plain[0]
+    assert reference is not runs[0.5].model
+    torch.testing.assert_close(weights(reference), start)  # the reference never trains
+    # step 1: the policy is the reference, so the KL and its gradient are 0
+    assert with_kl[0]["kl"] == pytest.approx(0.0, abs=1e-7)
+    assert with_kl[0]["grad_norm"] == pytest.approx(plain[0]["grad_norm"], rel=1e-5)
+    # step 2 (a fresh rollout, the same in both runs): the policy has left the reference
+    assert with_kl[1]["reward"] == plain[1]["reward"]
+    assert with_kl[1]["kl"] > 1e-5
+    assert with_kl[1]["loss"] > plain[1]["loss"]  # + beta * kl
+    assert with_kl[1]["grad_norm"] != pytest.approx(plain[1]["grad_norm"], rel=1e-4)
