@@ -15,6 +15,7 @@ import torch
 from grpo_core.advantages import group_advantages
 from grpo_core.logprobs import completion_mask, token_logprobs
 from grpo_core.loop import TrainConfig, checkpoint_step, train
+from grpo_core.loss import LOSS_TYPES, grpo_loss
 
 PROMPTS = ["Say hello.", "Name a colour.", "Describe the sea."]
 GROUP = 4
@@ -72,6 +73,51 @@ def test_one_update_makes_positive_advantage_completions_more_likely(tiny_policy
     assert change[advantages > 0].mean() > 0  # the rewarded completions became more likely
     assert change[advantages < 0].mean() < 0  # and the others less likely
     assert (change * advantages).sum() > 0
+
+
+@pytest.mark.parametrize(("loss_type", "micro_batch_size"),
+                         [(t, None) for t in LOSS_TYPES] + [("grpo", 2), ("dapo", 4)])
+def test_the_logged_loss_and_gradient_are_grpo_loss_of_the_reused_batch(tiny_policy, loss_type,
+                                                                         micro_batch_size):
+    # the second step on one rollout, recomputed by hand from the recorded tokens: the old
+    # log-probs are the sampling policy's, the new ones the policy after step 1 (at the
+    # temperature of the config), the advantages group_advantages of the rewards
+    model, tokenizer = tiny_policy
+    sampler = copy.deepcopy(model)
+    calls = record_generate(model)
+    after_step = []
+    cfg = config(loss_type=loss_type, micro_batch_size=micro_batch_size, num_iterations=2,
+                 max_steps=2, temperature=0.7, max_grad_norm=None)
+    result = train(model, tokenizer, PROMPTS, by_position, cfg, progress=False,
+                   callbacks=[lambda record: after_step.append(copy.deepcopy(model))])
+    ((prompt_len, prompt_mask, output),) = calls
+    completions = output[:, prompt_len:]
+    mask = completion_mask(completions, [tokenizer.eos_token_id]).long()
+    attention = torch.cat([prompt_mask, mask], dim=1)
+    width = completions.size(1)
+    with torch.no_grad():
+        old = token_logprobs(sampler, output, attention, width, temperature=0.7)
+    policy = after_step[0]
+    policy.zero_grad(set_to_none=True)
+    logps, entropy = token_logprobs(policy, output, attention, width, temperature=0.7,
+                                    return_entropy=True)
+    advantages = group_advantages(torch.tensor(by_position([None] * mask.size(0))), GROUP)
+    loss, metrics = grpo_loss(logps, old, advantages, mask, loss_type=loss_type,
+                              max_completion_length=cfg.max_new_tokens,
+                              num_items_in_batch=mask.sum())
+    loss.backward()
+    grad_norm = torch.stack([p.grad.norm() for p in policy.parameters() if p.grad is not None])
+    second = result.metrics[1]
+    assert second["loss"] == pytest.approx(loss.item(), rel=1e-4, abs=1e-7)
+    assert second["grad_norm"] == pytest.approx(grad_norm.norm().item(), rel=1e-4)
+    assert second["entropy"] == pytest.approx(
+        ((entropy * mask).sum() / mask.sum()).item(), rel=1e-4)
+    for key, value in metrics.items():
+        assert second[key] == pytest.approx(value, abs=1e-6), key
+    ratio = torch.exp(logps.detach() - old)[mask.bool()]
+    assert second["ratio/min"] == pytest.approx(ratio.min().item(), rel=1e-5)
+    assert second["ratio/max"] == pytest.approx(ratio.max().item(), rel=1e-5)
+    assert second["loss"] < -1e-4  # after one step the same batch scores better
 
 
 def test_one_update_lowers_the_loss_of_its_own_batch(tiny_policy):

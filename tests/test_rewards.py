@@ -10,6 +10,7 @@ from grpo_core.rewards import (
     accuracy_reward,
     defines_function_reward,
     extract_answer,
+    defines_function,
     extract_code,
     format_reward,
     length_reward,
@@ -186,3 +187,64 @@ def test_the_proxies_take_conversational_completions():
     assert defines_function_reward(conversation, entry_point=["add"]) == [1.0]
     assert long_function_reward(conversation, entry_point=["add"]) == [
         pytest.approx(len(STUB.strip("\n")) / LONG_CODE_CHARS)]
+
+
+# ---------------------------------------------------------------- edges of what each reward reads
+
+def test_a_missing_column_is_named_in_the_error():
+    with pytest.raises(TypeError, match="dataset column 'tests'"):
+        unit_test_reward(["def f(): pass"])
+    with pytest.raises(ValueError, match="column 'setup_code' must hold one value per completion"):
+        unit_test_reward(["def f(): pass"], tests=[["assert f() is None"]], setup_code=["", ""])
+    with pytest.raises(ValueError, match="column 'tests' must hold one value per completion"):
+        unit_test_reward(["def f(): pass"] * 2, tests=[["assert f() is None"]])
+    for reward in (defines_function_reward, long_function_reward):
+        with pytest.raises(TypeError, match="dataset column 'entry_point'"):
+            reward(["def f(): pass"])
+        with pytest.raises(ValueError, match="column 'entry_point' must hold one value"):
+            reward(["def f(): pass"], entry_point=["f", "g"])
+
+
+def test_a_completion_must_be_text_or_a_list_of_messages():
+    for bad in ([], [1, 2], ["a", "b"], 3):
+        with pytest.raises(TypeError, match="a string or a list of messages"):
+            format_reward([bad])
+    assert length_reward([[{"role": "assistant"}]]) == [-20.0]  # no content: the empty text
+
+
+def test_numbers_match_only_when_both_are_plain_decimals():
+    completions = ["<answer>1e2</answer>", "<answer>100</answer>", "<answer>0x10</answer>"]
+    assert accuracy_reward(completions, answer=["100", "1e2", "16"]) == [0.0, 0.0, 0.0]
+    assert accuracy_reward(["<answer>1e2</answer>"], answer=["1e2"]) == [2.0]  # same text
+
+
+@pytest.mark.parametrize("label", ["python", "Python", "PYTHON", "py", "PY", "python3",
+                                   "Python3", ""])
+def test_python_fences_are_read_whatever_their_case(label):
+    assert extract_code(f"Code:\n```{label}\ndef f():\n    return 1\n```\n") == \
+        "def f():\n    return 1"
+
+
+def test_other_fences_are_not_code():
+    assert extract_code("```javascript\nfunction f() {}\n```") == ""
+    # a javascript block is skipped: the code is then the first python block
+    assert extract_code("```js\nlet x = 1\n```\n```py\nx = 2\n```") == "x = 2"
+
+
+def test_bare_code_keeps_the_first_line_that_parses_alone():
+    assert extract_code("Here:\ndef f(): return 1\nThat is all, folks.") == "def f(): return 1"
+
+
+def test_defines_function_needs_code_that_parses_and_a_name():
+    assert defines_function("def f():\n    return 1\n", "f")
+    assert not defines_function("def f(:\n    return 1\n", "f")
+    assert not defines_function("def f():\n    return 1\n", "")
+    assert not defines_function("class f:\n    pass\n", "f")
+    assert defines_function("async def f():\n    return 1\n", "f")
+
+
+def test_long_function_reward_pays_nothing_for_long_code_without_the_function():
+    other = "def plus(a, b):\n" + "    a = a + 0\n" * 30 + "    return a + b\n"
+    assert defines_function_reward([other], entry_point=["add"]) == [0.0]
+    assert long_function_reward([other], entry_point=["add"]) == [0.0]
+    assert long_function_reward([other], entry_point=["plus"]) == [1.0]
