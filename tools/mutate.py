@@ -21,6 +21,7 @@ Usage: ``python tools/mutate.py [--max-children N] [--report-only] [module ...]`
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
 import re
@@ -95,20 +96,29 @@ def mutant_diff(name: str) -> list[str]:
             if line[:1] in "+-" and not line.startswith(("+++", "---"))]
 
 
-def explained() -> list[tuple[str, str]]:
-    """``(function, mutated line)`` pairs that ``tests/mutation_survivors.md`` explains.
+def explained() -> list[tuple[str, str, str]]:
+    """``(module, function, mutated line)`` glob patterns that ``tests/mutation_survivors.md``
+    explains.
 
-    An entry is a line ``- `<function>`: `<the mutated line, as the + line of its diff>` ...``
-    under a ``## <module path>`` heading (matched by function and line, not by the mutant's
-    number, which changes whenever the module does)."""
+    An entry is a line ``- `<function>`: `<the mutated line>` <reason>`` under a
+    ``## <module path>`` heading; function and line are ``fnmatch`` patterns (``*`` for any)
+    matched against the survivor's function and the ``+`` line of its diff, with runs of
+    whitespace read as one space. Entries name the change, not the mutant's number, which
+    changes whenever the module does."""
     entries, module = [], None
-    for line in SURVIVORS_FILE.read_text("utf-8").splitlines() if SURVIVORS_FILE.exists() else []:
+    text = SURVIVORS_FILE.read_text("utf-8") if SURVIVORS_FILE.exists() else ""
+    for line in text.splitlines():
         if line.startswith("## "):
             module = line[3:].strip()
-        found = re.match(r"- `([^`]+)`: `(.+?)`(?: |$|—|:)", line)
+        found = re.match(r"- `([^`]+)`: `([^`]+)`", line)
         if found and module:
-            entries.append((f"{module}:{found.group(1)}", " ".join(found.group(2).split())))
+            entries.append((module, found.group(1), " ".join(found.group(2).split())))
     return entries
+
+
+def is_explained(entries, path: str, function: str, added: str) -> bool:
+    return any(fnmatch.fnmatchcase(path, module) and fnmatch.fnmatchcase(function, fn)
+               and fnmatch.fnmatchcase(added, line) for module, fn, line in entries)
 
 
 def mutmut_command() -> str:
@@ -164,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     for path, module, name, code in survivors:
         diff = mutant_diff(name)
         added = " ".join(next((d[1:] for d in diff if d.startswith("+")), "").split())
-        ok = (f"{path}:{function_of(name, module)}", added) in known
+        ok = is_explained(known, path, function_of(name, module), added)
         unexplained += not ok
         mark = "explained" if ok else "NOT EXPLAINED"
         print(f"  {name} ({STATUS.get(code, code)}, {mark})")
