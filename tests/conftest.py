@@ -12,6 +12,19 @@ if str(REPO_ROOT) not in sys.path:  # for `import tools.notebooks`
     sys.path.insert(0, str(REPO_ROOT))
 
 
+@pytest.fixture(autouse=True)
+def _empty_memo_caches():
+    """Each test starts with grpo_core's memo caches (``functools.lru_cache``) empty: no test
+    sees a result that another test computed (nor, under ``make mutate``, one that the
+    original code computed before the mutant was switched on)."""
+    for name, module in list(sys.modules.items()):
+        if name == "grpo_core" or name.startswith("grpo_core."):
+            for value in list(vars(module).values()):
+                if callable(getattr(value, "cache_clear", None)) and hasattr(value, "cache_info"):
+                    value.cache_clear()
+    yield
+
+
 @pytest.fixture(scope="session")
 def smoke_profile():
     from grpo_core.profiles import get_profile
