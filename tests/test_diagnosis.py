@@ -22,8 +22,10 @@ from grpo_core.diagnosis import (
     find_true_score,
     format_steps,
     list_runs,
+    logged_rewards,
     load_run,
     plot_run,
+    series,
     spearman,
     trained_rewards,
     trend,
@@ -492,3 +494,99 @@ def test_a_spike_exactly_at_the_kl_floor_counts():
     kl = [0.001] * 6 + [0.25] + [0.001] * 3  # 250x the median: only the floor decides
     assert kl_status(kl, kl_floor=0.25) == "flagged"
     assert kl_status(kl, kl_floor=up(0.25)) == "ok"
+
+
+# --- what each finding says: its metric, value, steps and evidence ------------------------------
+
+def test_a_level_finding_reports_where_how_often_and_the_grad_norm_there():
+    values = [1.0] * 20 + [0.5] * 10
+    rows = with_values(with_values(healthy(), "frac_reward_zero_std", values), "grad_norm",
+                       [0.25] * 20 + [2.0] * 10)
+    finding = diagnose(rows)["no signal"]
+    assert (finding.metric, finding.value, finding.steps) == (
+        "frac_reward_zero_std", 1.0, tuple(range(1, 21)))
+    assert "frac_reward_zero_std >= 0.9 at 20 of 30 steps (1-20), peak 1 at step 1" \
+        in finding.evidence
+    assert "mean over the last fifth (steps 25-30) 0.5" in finding.evidence
+    assert "grad_norm at those steps 0.25 on average" in finding.evidence
+    calm = diagnose(healthy())["no signal"]
+    assert calm.status == "ok" and calm.value == 0.25 and calm.steps == ()
+    assert calm.evidence.startswith("frac_reward_zero_std stayed below 0.9 at all 30 steps "
+                                    "(max 0.25 at step ")
+
+
+def test_truncation_quotes_the_budget_only_when_known():
+    rows = with_values(healthy(), "completions/clipped_ratio", [1.0] * STEPS)
+    assert "max_new_tokens (64 new tokens)" in diagnose(rows, max_new_tokens=64)["truncation"].evidence
+    assert "new tokens" not in diagnose(rows)["truncation"].evidence
+
+
+def test_length_gaming_falls_back_to_characters_and_reports_its_numbers():
+    rows = with_values(healthy(), "completions/mean_length", [30 + 2 * s for s in range(STEPS)])
+    flagged = diagnose(rows)["length gaming"]
+    assert flagged.metric == "completions/mean_length"
+    assert flagged.steps == tuple(range(6, STEPS + 1))  # from the end of the first fifth
+    assert "(x2.37)" in flagged.evidence and "Spearman(length, reward) +" in flagged.evidence
+    assert "reward 0." in flagged.evidence and "completions grow" in flagged.evidence
+    chars = [{k: v for k, v in row.items() if k != "completions/mean_length"} for row in rows]
+    chars = with_values(chars, "completions/mean_chars", [100 + 9 * s for s in range(STEPS)])
+    by_chars = diagnose(chars)["length gaming"]
+    assert by_chars.flagged and by_chars.metric == "completions/mean_chars"
+    paid = diagnose(rows, reward_funcs=["length_reward", "format_reward", "short_length"])
+    assert "(length_reward, short_length) pays for length" in paid["length gaming"].evidence
+    assert paid["length gaming"].value == flagged.value
+    assert diagnose(healthy())["length gaming"].metric == "completions/mean_length"
+    assert "does not rise with the reward" in diagnose(healthy())["length gaming"].evidence
+
+
+def test_length_gaming_needs_both_length_and_reward():
+    lengths_only = [{"step": s, "completions/mean_length": 10.0 * s} for s in range(1, 31)]
+    rewards_only = [{"step": s, "reward": 0.1 * s} for s in range(1, 31)]
+    for rows in (lengths_only, rewards_only):
+        finding = diagnose(rows)["length gaming"]
+        assert finding.status == "not measured"
+        assert finding.evidence == "needs reward and completion length"
+    few = diagnose(with_values(healthy(n=5), "reward", [0.1] * 5))["length gaming"]
+    assert few.evidence == "5 steps: too few to see a trend (needs 6)"
+    assert few.metric == "completions/mean_length"
+
+
+def test_series_takes_finite_numbers_and_numbers_unnamed_steps_from_1():
+    records = [{"reward": 1}, {"reward": True}, {"reward": float("nan")}, {"reward": 2.5},
+               {"step": 9, "reward": 3.0}, {"loss": 1.0}]
+    assert series(records, "reward") == ([1, 4, 9], [1.0, 2.5, 3.0])
+
+
+def test_spearman_on_two_values_and_on_ties():
+    assert spearman([1, 2], [3, 5]) == 1.0
+    assert spearman([1, 2], [5, 3]) == -1.0
+    assert spearman([1], [2]) == 0.0
+    assert spearman([1, 2, 3, 4], [1, 1, 1, 2]) == pytest.approx(0.7745967, rel=1e-6)
+    assert spearman([1, 2, 3], [2, 1, 1]) == pytest.approx(-0.8660254, rel=1e-6)
+    with pytest.raises(ValueError, match="x and y differ in length: 2 vs 3"):
+        spearman([1, 2], [1, 2, 3])
+
+
+def test_trend_uses_fifths_from_10_values_and_thirds_below():
+    ten = trend(list(range(1, 11)), [float(v) for v in range(10)])
+    assert (ten.first, ten.last, ten.first_steps, ten.last_steps) == (0.5, 8.5, (1, 2), (9, 10))
+    nine = trend(list(range(1, 10)), [float(v) for v in range(9)])
+    assert (nine.first, nine.last, nine.first_steps, nine.last_steps) == (1.0, 7.0, (1, 3), (7, 9))
+    one = trend([4], [2.0])
+    assert (one.first, one.last, one.change, one.n) == (2.0, 2.0, 0.0, 1)
+    assert one.describe("kl") == "kl 2 (step 4) -> 2 (step 4), Spearman(step, value) +0.00"
+    assert ten.describe("x", digits=2) == ("x 0.5 (steps 1-2) -> 8.5 (steps 9-10), "
+                                          "Spearman(step, value) +1.00")
+
+
+def test_logged_rewards_are_the_rewards_slash_fn_slash_mean_keys():
+    rows = [{"rewards/b/mean": 1, "rewards/a/mean": 1, "rewards/a/std": 0, "rewards/x/y/mean": 1,
+             "eval/c/mean": 1, "reward": 1}]
+    assert logged_rewards(rows) == ["a", "b"]
+    assert trained_rewards(rows, {"reward_funcs": ["a", "b"]}) == ["a", "b"]  # weights 1 each
+    assert trained_rewards(rows, {"reward_funcs": ["a", "b"], "reward_weights": [0, 2]}) == ["b"]
+
+
+def test_a_one_step_run_says_1_step():
+    one = diagnose([healthy()[0]])
+    assert "at all 1 step " in one["no signal"].evidence
