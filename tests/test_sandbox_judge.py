@@ -59,3 +59,43 @@ def test_a_repetition_too_large_to_judge_fails_with_the_count_on_either_side(tes
 ])
 def test_a_repetition_within_the_limit_is_judged_with_the_count_on_either_side(test):
     assert run_tests("def f():\n    return 'ab'\n", [test]).verdicts == (True,)
+
+
+def returns(value: str) -> str:
+    return f"def f():\n    return {value}\n"
+
+
+@pytest.mark.parametrize("test", [
+    "assert 0 ** f() == 0", "assert 1 ** f() == 1", "assert (-1) ** f() == 1",
+    "assert 0 << f() == 0", "assert 0.0 ** f() == 0.0",
+])
+def test_a_huge_exponent_is_judged_when_the_base_keeps_it_cheap(test):
+    assert run_tests(returns("10 ** 6"), [test]).verdicts == (True,)
+
+
+@pytest.mark.parametrize("test", [
+    "assert 2 ** f() != 0", "assert 1 << f() != 0", "assert (-1) << f() != 0",
+    "assert 2 ** -f() != 1",
+])
+def test_a_huge_exponent_or_shift_is_refused(test):
+    assert run_tests(returns("10 ** 6"), [test]).verdicts == (False,)
+
+
+def test_an_exponent_at_the_limit_is_still_judged():
+    assert run_tests(returns("10_000"), ["assert 2 ** f() > 0", "assert 1 << f() > 0"]).passed == 2
+    assert run_tests(returns("10_001"), ["assert 2 ** f() > 0", "assert 1 << f() > 0"]).passed == 0
+
+
+@pytest.mark.parametrize(("value", "test"), [
+    ("1 + 2j", "assert f() == complex(1, 2)"),
+    ("b'ab'", "assert f() == b'ab' and isinstance(f(), bytes)"),
+    ("bytearray(b'ab')", "assert f() == bytearray(b'ab') and isinstance(f(), bytearray)"),
+    ("float('inf')", "assert f() == math.inf"),
+    ("float('nan')", "assert f() != f() and isinstance(f(), float)"),
+    ("{1, 2}", "assert f() == {1, 2} and not isinstance(f(), frozenset)"),
+    ("frozenset({1})", "assert f() == frozenset({1}) and isinstance(f(), frozenset)"),
+    ("{'a': (1, [2])}", "assert f() == {'a': (1, [2])}"),
+    ("'h\\u00e9'", "assert f() == 'h\\u00e9'"),
+])
+def test_values_of_every_kind_reach_the_judge_as_themselves(value, test):
+    assert run_tests(returns(value), [test]).verdicts == (True,)
