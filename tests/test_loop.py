@@ -154,8 +154,8 @@ def test_a_resumed_run_steps_from_the_checkpoint(tiny_policy, tmp_path):
     assert 1e-4 < moved <= 1.1e-2  # step 2 really updated the checkpoint's weights
 
 
-@pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo", "dapo"])
-@pytest.mark.parametrize("micro_batch_size", [2, 4])
+@pytest.mark.parametrize(("loss_type", "micro_batch_size"),
+                         [("grpo", 2), ("dr_grpo", 4), ("dapo", 2)])
 def test_micro_batches_give_the_whole_batch_loss_and_gradient(new_tiny_policy, loss_type,
                                                              micro_batch_size):
     # two steps on one rollout (old log-probs and a moved ratio) with a reference (beta > 0):
@@ -221,3 +221,25 @@ def test_beta_gives_a_kl_and_a_gradient_from_it_on_step_two(new_tiny_policy):
     assert with_kl[1]["kl"] > 1e-5
     assert with_kl[1]["loss"] > plain[1]["loss"]  # + beta * kl
     assert with_kl[1]["grad_norm"] != pytest.approx(plain[1]["grad_norm"], rel=1e-4)
+
+
+def test_each_step_is_logged_once_everywhere_and_checkpointed_every_save_every(tiny_policy,
+                                                                           tmp_path):
+    from grpo_core.loop import read_jsonl
+
+    model, tokenizer = tiny_policy
+    seen, evaluated = [], []
+
+    def evaluate(model, tokenizer, step):
+        evaluated.append(step)
+        return {"eval/score": float(step)}
+
+    result = train(model, tokenizer, PROMPTS, by_position,
+                   config(max_steps=3, save_every=2, eval_every=2), tmp_path, progress=False,
+                   callbacks=[seen.append], evaluate=evaluate)
+    assert [r["step"] for r in result.metrics] == [1, 2, 3] and result.step == 3
+    assert read_jsonl(tmp_path / "metrics.jsonl") == result.metrics == seen
+    assert checkpoint_step(tmp_path) == 2  # save_every=2; save_checkpoint=False adds none
+    assert evaluated == [1, 2, 3] and [r["eval/score"] for r in result.metrics] == [1, 2, 3]
+    assert all(0 < r["step_time"] < 60 for r in result.metrics)
+    assert len(result.last_texts) == 8 and result.stopped == "finished"
