@@ -75,10 +75,11 @@ def test_one_update_makes_positive_advantage_completions_more_likely(tiny_policy
     assert (change * advantages).sum() > 0
 
 
-@pytest.mark.parametrize(("loss_type", "micro_batch_size"),
-                         [(t, None) for t in LOSS_TYPES] + [("grpo", 2), ("dapo", 4)])
+@pytest.mark.parametrize(("loss_type", "micro_batch_size", "scale"),
+                         [(t, None, "group") for t in LOSS_TYPES]
+                         + [("grpo", 2, "group"), ("dapo", 4, "group"), ("grpo", None, "none")])
 def test_the_logged_loss_and_gradient_are_grpo_loss_of_the_reused_batch(tiny_policy, loss_type,
-                                                                         micro_batch_size):
+                                                                         micro_batch_size, scale):
     # the second step on one rollout, recomputed by hand from the recorded tokens: the old
     # log-probs are the sampling policy's, the new ones the policy after step 1 (at the
     # temperature of the config), the advantages group_advantages of the rewards
@@ -87,7 +88,7 @@ def test_the_logged_loss_and_gradient_are_grpo_loss_of_the_reused_batch(tiny_pol
     calls = record_generate(model)
     after_step = []
     cfg = config(loss_type=loss_type, micro_batch_size=micro_batch_size, num_iterations=2,
-                 max_steps=2, temperature=0.7, max_grad_norm=None)
+                 max_steps=2, temperature=0.7, max_grad_norm=None, scale=scale)
     result = train(model, tokenizer, PROMPTS, by_position, cfg, progress=False,
                    callbacks=[lambda record: after_step.append(copy.deepcopy(model))])
     ((prompt_len, prompt_mask, output),) = calls
@@ -101,7 +102,8 @@ def test_the_logged_loss_and_gradient_are_grpo_loss_of_the_reused_batch(tiny_pol
     policy.zero_grad(set_to_none=True)
     logps, entropy = token_logprobs(policy, output, attention, width, temperature=0.7,
                                     return_entropy=True)
-    advantages = group_advantages(torch.tensor(by_position([None] * mask.size(0))), GROUP)
+    advantages = group_advantages(torch.tensor(by_position([None] * mask.size(0))), GROUP,
+                                  scale=scale)
     loss, metrics = grpo_loss(logps, old, advantages, mask, loss_type=loss_type,
                               max_completion_length=cfg.max_new_tokens,
                               num_items_in_batch=mask.sum())
@@ -212,6 +214,7 @@ def test_beta_gives_a_kl_and_a_gradient_from_it_on_step_two(new_tiny_policy):
     reference = runs[0.5].ref_model
     assert runs[0.0].ref_model is None and "kl" not in plain[0]
     assert reference is not runs[0.5].model
+    assert not any(p.requires_grad for p in reference.parameters())
     torch.testing.assert_close(weights(reference), start)  # the reference never trains
     # step 1: the policy is the reference, so the KL and its gradient are 0
     assert with_kl[0]["kl"] == pytest.approx(0.0, abs=1e-7)
@@ -243,3 +246,56 @@ def test_each_step_is_logged_once_everywhere_and_checkpointed_every_save_every(t
     assert evaluated == [1, 2, 3] and [r["eval/score"] for r in result.metrics] == [1, 2, 3]
     assert all(0 < r["step_time"] < 60 for r in result.metrics)
     assert len(result.last_texts) == 8 and result.stopped == "finished"
+
+
+def test_max_grad_norm_clips_the_gradient_before_the_step(new_tiny_policy):
+    moved = {}
+    for max_norm in (None, 1e-12):
+        model, tokenizer = new_tiny_policy()
+        start = weights(model)
+        result = train(model, tokenizer, PROMPTS, by_position, config(max_grad_norm=max_norm),
+                       progress=False)
+        moved[max_norm] = (weights(model) - start).abs().max().item()
+        assert result.metrics[0]["grad_norm"] > 1e-6  # logged before clipping
+        assert result.metrics[0]["learning_rate"] == 1e-2
+    # AdamW normalises the step: only a clipped gradient far below its eps barely moves it
+    assert moved[None] > 1e-3 > 1e-5 > moved[1e-12]
+
+
+def test_each_step_samples_new_completions_and_the_same_seed_the_same_ones(new_tiny_policy):
+    runs = []
+    for _ in range(2):
+        model, tokenizer = new_tiny_policy()
+        calls = record_generate(model)
+        train(model, tokenizer, PROMPTS, by_position, config(max_steps=2, learning_rate=0.0),
+              progress=False)
+        runs.append([output for _, _, output in calls])
+    (first, second), (again, _) = runs
+    assert not torch.equal(first, second)  # step 2 samples afresh (same weights: lr = 0)
+    assert torch.equal(first, again)
+
+
+def test_the_reward_gets_the_prompt_rows_columns_once_per_completion(tiny_policy):
+    model, tokenizer = tiny_policy
+    calls = record_generate(model)
+    seen = []
+
+    def reads_columns(completions, prompts, answer, **kwargs):
+        seen.append((list(prompts), list(answer)))
+        return [2.0 * len(a) for a in answer]
+
+    rows = [{"prompt": "Say hello.", "answer": "a"}, {"prompt": "Name a colour.", "answer": "bb"}]
+    result = train(model, tokenizer, rows, reads_columns,
+                   config(prompts_per_step=2, system_message="be brief."),
+                   reward_weights=[0.5], progress=False)
+    ((prompts, answers),) = seen
+    assert len(prompts) == 2 * GROUP and sorted(set(prompts)) == ["Name a colour.", "Say hello."]
+    for group in range(2):  # each row's columns repeated for its group of completions
+        block = slice(group * GROUP, (group + 1) * GROUP)
+        assert len(set(prompts[block])) == len(set(answers[block])) == 1
+        row = next(r for r in rows if r["prompt"] == prompts[block][0])
+        assert answers[block][0] == row["answer"]
+    assert result.metrics[0]["reward"] == pytest.approx(0.5 * 2.0 * 1.5)  # weighted, mean
+    assert result.metrics[0]["rewards/reads_columns/mean"] == pytest.approx(3.0)
+    ((prompt_len, _, output),) = calls
+    assert "<system>be brief.<user>" in tokenizer.decode(output[0, :prompt_len])
