@@ -590,3 +590,76 @@ def test_logged_rewards_are_the_rewards_slash_fn_slash_mean_keys():
 def test_a_one_step_run_says_1_step():
     one = diagnose([healthy()[0]])
     assert "at all 1 step " in one["no signal"].evidence
+
+
+def test_a_kl_spike_needs_three_earlier_steps_and_reads_the_last_ten():
+    assert kl_status([0.001, 0.5], kl_floor=0.1) == "ok"  # one earlier step: no median yet
+    assert kl_status([0.001] * 3 + [0.5]) == "flagged"
+    # the median of the ten steps before: 0.001, although the run started high
+    rows = with_values(healthy(n=21), "kl", [0.6] * 10 + [0.001] * 10 + [0.2])
+    finding = diagnose(rows)["KL blow-up"]
+    assert finding.flagged and finding.steps == (21,) and finding.value == 0.6
+    assert "step 21: 0.2, 200x the median 0.001 of the steps before" in finding.evidence
+
+
+def test_a_kl_past_the_limit_at_many_steps_shows_three_and_peaks():
+    finding = diagnose(with_values(healthy(n=10), "kl", [0.5] * 5 + [2.0, 3.0, 2.5, 2.0, 4.0]))[
+        "KL blow-up"]
+    assert finding.steps == (6, 7, 8, 9, 10) and finding.value == 4.0
+    assert finding.evidence.startswith("step 6: 2 >= 1; step 7: 3 >= 1; step 8: 2.5 >= 1; ...")
+    calm = diagnose(with_values(healthy(n=10), "kl", [0.01 * s for s in range(1, 11)]))
+    assert calm["KL blow-up"].evidence == "kl peaked at 0.1 (step 10), no spike"
+    assert calm["KL blow-up"].value == pytest.approx(0.1)
+
+
+def test_the_kl_spike_names_only_rewards_that_rose_into_it():
+    rows = with_values(healthy(n=10), "kl", [0.01] * 5 + [0.5] * 5)
+    rows = with_values(rows, "rewards/up/mean", [0.1, 0.2, 0.3, 0.4, 0.5] + [0.6] * 5)
+    rows = with_values(rows, "rewards/down/mean", [0.5, 0.4, 0.3, 0.2, 0.1] + [0.0] * 5)
+    evidence = diagnose(rows)["KL blow-up"].evidence
+    assert evidence.endswith("; rising up to it: rewards/up/mean (a hack?)")
+    short = with_values(healthy(n=4), "kl", [0.01, 0.01, 0.01, 0.5])
+    short[2]["rewards/up/mean"], short[3]["rewards/up/mean"] = 0.1, 0.4
+    assert diagnose(short)["KL blow-up"].flagged
+    assert "rising" not in diagnose(short)["KL blow-up"].evidence  # two values up to it
+
+
+def test_collapse_reports_its_last_fifth_and_which_of_the_two_fell():
+    fading = [2.0 * 0.85 ** s for s in range(STEPS)]
+    rows = with_values(with_values(healthy(), "entropy", fading), "reward_std", fading)
+    finding = diagnose(rows)["collapse"]
+    assert finding.steps == tuple(range(25, 31))
+    assert finding.value == pytest.approx(trend(list(range(1, 31)), fading).last)
+    assert "both fell below 0.35 x their start" in finding.evidence
+    one = diagnose(with_values(healthy(), "entropy", fading))["collapse"]
+    assert one.evidence.endswith(": only one of the two fell")
+    assert diagnose(healthy())["collapse"].evidence.endswith(": neither fell toward 0")
+    rising = [0.1 * s for s in range(STEPS)]  # starts at 0: never "fell toward 0"
+    rows = with_values(with_values(healthy(), "entropy", rising[::-1]), "reward_std", rising[::-1])
+    assert diagnose(rows)["collapse"].status == "flagged"
+    no_start = with_values(with_values(healthy(), "entropy", [0.0] * STEPS), "reward_std",
+                           [0.0] * STEPS)
+    assert diagnose(no_start)["collapse"].status == "ok"
+
+
+def test_diagnose_reads_a_run_folder_with_its_name_config_and_notes(tmp_path):
+    rows = with_values(healthy(), "completions/clipped_ratio", [1.0] * STEPS)
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "config.json").write_text(json.dumps({"train": {"max_new_tokens": 48}}))
+    diagnosis = diagnose(tmp_path)
+    assert diagnosis.run == tmp_path.name and diagnosis.steps == STEPS and diagnosis.notes == []
+    assert "(48 new tokens)" in diagnosis["truncation"].evidence
+    assert diagnose(tmp_path, name="mine").run == "mine"
+    assert "(16 new tokens)" in diagnose(tmp_path, max_new_tokens=16)["truncation"].evidence
+    assert diagnose([]).notes == ["no records: nothing to read"]
+    assert str(diagnose([])).startswith("run: 0 steps, flagged: nothing\nno records")
+
+
+def test_hacking_evidence_shows_every_proxy_and_the_true_score_on_training_samples():
+    rows = hacked([0.20, 0.18, 0.15, 0.12, 0.10, 0.08, 0.05])
+    finding = diagnose(rows)["hacking"]
+    assert finding.evidence.startswith("reward 0.")
+    assert "; eval/unit_test_reward 0.19 (steps 1-5) -> 0.065 (steps 25-30)" in finding.evidence
+    assert "change -0.125" in finding.evidence
+    assert "; eval/proxy_reward " in finding.evidence
+    assert finding.value > 0.125  # the proxy's rise minus the true score's change
