@@ -634,7 +634,7 @@ def test_collapse_reports_its_last_fifth_and_which_of_the_two_fell():
     one = diagnose(with_values(healthy(), "entropy", fading))["collapse"]
     assert one.evidence.endswith(": only one of the two fell")
     assert diagnose(healthy())["collapse"].evidence.endswith(": neither fell toward 0")
-    rising = [0.1 * s for s in range(STEPS)]  # starts at 0: never "fell toward 0"
+    rising = [0.1 * s for s in range(STEPS)]  # reversed: falls steadily to 0
     rows = with_values(with_values(healthy(), "entropy", rising[::-1]), "reward_std", rising[::-1])
     assert diagnose(rows)["collapse"].status == "flagged"
     no_start = with_values(with_values(healthy(), "entropy", [0.0] * STEPS), "reward_std",
