@@ -244,7 +244,7 @@ def test_each_step_is_logged_once_everywhere_and_checkpointed_every_save_every(t
     assert read_jsonl(tmp_path / "metrics.jsonl") == result.metrics == seen
     assert checkpoint_step(tmp_path) == 2  # save_every=2; save_checkpoint=False adds none
     assert evaluated == [1, 2, 3] and [r["eval/score"] for r in result.metrics] == [1, 2, 3]
-    assert all(0 < r["step_time"] < 60 for r in result.metrics)
+    assert all(r["step_time"] > 0 for r in result.metrics)
     assert len(result.last_texts) == 8 and result.stopped == "finished"
 
 
