@@ -99,3 +99,11 @@ def test_an_exponent_at_the_limit_is_still_judged():
 ])
 def test_values_of_every_kind_reach_the_judge_as_themselves(value, test):
     assert run_tests(returns(value), [test]).verdicts == (True,)
+
+
+@pytest.mark.parametrize("test", [
+    "assert f() + 1 == 2", "assert f() < 1", "assert not f() < 1", "assert f()[5] != 'x'",
+])
+def test_a_judge_that_raises_on_the_values_fails_its_test(test):
+    result = run_tests(returns("'a'"), [test, "assert f() == 'a'"])
+    assert result.verdicts == (False, True) and result.status == "ok"
