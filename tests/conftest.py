@@ -42,7 +42,7 @@ def smoke_policy(smoke_profile):
 
 TINY_CHAT_TEMPLATE = (
     "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}"
-    "{% if add_generation_prompt %}<assistant>{% endif %}"
+    "{% if add_generation_prompt %}<assistant>{% endif %}{% if enable_thinking %}<think>{% endif %}"
 )
 
 

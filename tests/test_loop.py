@@ -88,7 +88,8 @@ def test_the_logged_loss_and_gradient_are_grpo_loss_of_the_reused_batch(tiny_pol
     calls = record_generate(model)
     after_step = []
     cfg = config(loss_type=loss_type, micro_batch_size=micro_batch_size, num_iterations=2,
-                 max_steps=2, temperature=0.7, max_grad_norm=None, scale=scale)
+                 max_steps=2, temperature=0.7, max_grad_norm=None, scale=scale, epsilon=0.05,
+                 epsilon_high=0.1)
     result = train(model, tokenizer, PROMPTS, by_position, cfg, progress=False,
                    callbacks=[lambda record: after_step.append(copy.deepcopy(model))])
     ((prompt_len, prompt_mask, output),) = calls
@@ -105,6 +106,7 @@ def test_the_logged_loss_and_gradient_are_grpo_loss_of_the_reused_batch(tiny_pol
     advantages = group_advantages(torch.tensor(by_position([None] * mask.size(0))), GROUP,
                                   scale=scale)
     loss, metrics = grpo_loss(logps, old, advantages, mask, loss_type=loss_type,
+                              epsilon=0.05, epsilon_high=0.1,
                               max_completion_length=cfg.max_new_tokens,
                               num_items_in_batch=mask.sum())
     loss.backward()
@@ -145,8 +147,9 @@ def test_every_step_changes_the_weights(tiny_policy):
 
 def test_a_resumed_run_steps_from_the_checkpoint(tiny_policy, tmp_path):
     model, tokenizer = tiny_policy
-    train(model, tokenizer, PROMPTS, by_position, config(max_steps=1, save_checkpoint=True),
-          tmp_path, progress=False)
+    first = train(model, tokenizer, PROMPTS, by_position,
+                  config(max_steps=1, save_checkpoint=True), tmp_path, progress=False)
+    assert first.metrics[0]["ratio/min"] == first.metrics[0]["ratio/max"] == 1.0  # on-policy
     assert checkpoint_step(tmp_path) == 1
     at_checkpoint = weights(model)
     resumed = train(model, tokenizer, PROMPTS, by_position, config(max_steps=2), tmp_path,
@@ -298,4 +301,63 @@ def test_the_reward_gets_the_prompt_rows_columns_once_per_completion(tiny_policy
     assert result.metrics[0]["reward"] == pytest.approx(0.5 * 2.0 * 1.5)  # weighted, mean
     assert result.metrics[0]["rewards/reads_columns/mean"] == pytest.approx(3.0)
     ((prompt_len, _, output),) = calls
-    assert "<system>be brief.<user>" in tokenizer.decode(output[0, :prompt_len])
+    prompt = tokenizer.decode(output[0, :prompt_len], skip_special_tokens=True)
+    assert prompt.endswith(f"<system>be brief.<user>{prompts[0]}<assistant>")  # no <think>
+
+
+def test_thinking_is_passed_to_the_chat_template(tiny_policy):
+    model, tokenizer = tiny_policy
+    calls = record_generate(model)
+    train(model, tokenizer, PROMPTS, by_position, config(enable_thinking=True), progress=False)
+    ((prompt_len, _, output),) = calls
+    assert tokenizer.decode(output[0, :prompt_len]).endswith("<assistant><think>")
+
+
+@pytest.mark.parametrize("sampling", [{"temperature": 1e-4}, {"top_p": 1e-6}])
+def test_the_sampling_settings_reach_the_sampler(new_tiny_policy, sampling):
+    groups = {}
+    for name, settings in (("default", {}), ("greedy", sampling)):
+        model, tokenizer = new_tiny_policy()
+        calls = record_generate(model)
+        train(model, tokenizer, PROMPTS, by_position, config(**settings), progress=False)
+        ((prompt_len, _, output),) = calls
+        groups[name] = output[:, prompt_len:].view(2, GROUP, -1)
+    # near-greedy sampling gives each prompt's group one completion; temperature 1 does not
+    assert all(torch.equal(group[0], row) for group in groups["greedy"] for row in group)
+    assert not all(torch.equal(group[0], row) for group in groups["default"] for row in group)
+
+
+def test_the_prompts_of_a_step_depend_on_the_seed_and_the_step(new_tiny_policy):
+    many = [f"Count to {n}." for n in range(10)]
+    chosen = {}
+    for seed in (0, 1):
+        model, tokenizer = new_tiny_policy()
+        seen = []
+
+        def records_prompts(completions, prompts, **kwargs):
+            seen.append(tuple(sorted(set(prompts))))
+            return by_position(completions)
+
+        train(model, tokenizer, many, records_prompts,
+              config(max_steps=3, learning_rate=0.0, seed=seed), progress=False)
+        chosen[seed] = seen
+    assert len(set(chosen[0])) == 3  # three steps, three different pairs of prompts
+    assert chosen[0] != chosen[1]
+
+
+def test_a_resumed_run_samples_what_the_uninterrupted_run_samples(new_tiny_policy, tmp_path):
+    outputs = {}
+    for name in ("straight", "resumed"):
+        model, tokenizer = new_tiny_policy()
+        calls = record_generate(model)
+        if name == "straight":
+            train(model, tokenizer, PROMPTS, by_position, config(max_steps=2), progress=False)
+        else:
+            train(model, tokenizer, PROMPTS, by_position,
+                  config(max_steps=1, save_checkpoint=True), tmp_path, progress=False)
+            base, tokenizer = new_tiny_policy()
+            calls = record_generate(base)
+            train(base, tokenizer, PROMPTS, by_position, config(max_steps=2), tmp_path,
+                  resume=True, progress=False)
+        outputs[name] = calls[-1][2]
+    torch.testing.assert_close(outputs["resumed"], outputs["straight"], rtol=0, atol=0)
