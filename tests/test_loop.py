@@ -361,3 +361,30 @@ def test_a_resumed_run_samples_what_the_uninterrupted_run_samples(new_tiny_polic
                   resume=True, progress=False)
         outputs[name] = calls[-1][2]
     torch.testing.assert_close(outputs["resumed"], outputs["straight"], rtol=0, atol=0)
+
+
+def test_the_progress_bar_shows_the_step_the_reward_and_the_characters(tiny_policy, capsys,
+                                                                        tmp_path):
+    model, tokenizer = tiny_policy
+    train(model, tokenizer, PROMPTS, by_position, config(max_steps=2, save_checkpoint=True),
+          tmp_path, progress=True)
+    bar = capsys.readouterr().err.replace("\r", "\n")
+    assert "GRPO: 100%" in bar and " 2/2 " in bar
+    assert "reward=0.5" in bar and "chars=" in bar
+    train(model, tokenizer, PROMPTS, by_position, config(max_steps=3), tmp_path, resume=True,
+          progress=True)
+    resumed = capsys.readouterr().err.replace("\r", "\n")
+    assert " 2/3 " in resumed and " 3/3 " in resumed and " 1/3 " not in resumed
+    train(model, tokenizer, PROMPTS, by_position, config(max_steps=1), progress=False)
+    assert "GRPO" not in capsys.readouterr().err
+
+
+def test_a_resumed_run_samples_a_fresh_rollout_even_in_the_middle_of_its_iterations(
+        tiny_policy, tmp_path):
+    model, tokenizer = tiny_policy
+    train(model, tokenizer, PROMPTS, by_position,
+          config(max_steps=1, num_iterations=2, save_checkpoint=True), tmp_path, progress=False)
+    calls = record_generate(model)
+    resumed = train(model, tokenizer, PROMPTS, by_position, config(max_steps=2, num_iterations=2),
+                    tmp_path, resume=True, progress=False)
+    assert len(calls) == 1 and resumed.metrics[0]["iteration"] == 1  # the rollout is not saved
