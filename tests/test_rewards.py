@@ -221,8 +221,8 @@ def test_numbers_match_only_when_both_are_plain_decimals():
 @pytest.mark.parametrize("label", ["python", "Python", "PYTHON", "py", "PY", "python3",
                                    "Python3", ""])
 def test_python_fences_are_read_whatever_their_case(label):
-    assert extract_code(f"Code:\n```{label}\ndef f():\n    return 1\n```\n") == \
-        "def f():\n    return 1"
+    # code that only a fence marks as code (no def) and that starts and ends with an X
+    assert extract_code(f"Code:\n```{label}\nX = 1\nprint(X)\n```\nDone.") == "X = 1\nprint(X)"
 
 
 def test_other_fences_are_not_code():
@@ -233,6 +233,8 @@ def test_other_fences_are_not_code():
 
 def test_bare_code_keeps_the_first_line_that_parses_alone():
     assert extract_code("Here:\ndef f(): return 1\nThat is all, folks.") == "def f(): return 1"
+    assert extract_code("\nX = 1\nprint(X)\n\n") == "X = 1\nprint(X)"  # parses as it is
+    assert extract_code("Sure:\ndef broken(:\n    pass\n") == ""  # nothing of it parses
 
 
 def test_defines_function_needs_code_that_parses_and_a_name():
