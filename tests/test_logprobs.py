@@ -320,3 +320,17 @@ def test_a_temperature_that_is_not_positive_is_refused_everywhere(temperature):
 def test_a_chunk_size_below_1_is_refused():
     with pytest.raises(ValueError, match="chunk_size must be >= 1, got 0"):
         token_entropy(torch.zeros(1, 2, VOCAB), chunk_size=0)
+
+
+def test_the_gradient_of_bf16_logits_at_a_temperature_is_computed_in_float32():
+    generator = torch.Generator().manual_seed(8)
+    logits = (4 * torch.randn(2, 6, VOCAB, generator=generator)).to(torch.bfloat16)
+    labels = torch.randint(VOCAB, (2, 6), generator=generator)
+    weights = torch.randn(2, 6, generator=generator)
+    reference = logits.double().requires_grad_()
+    (naive_logprobs(reference, labels, 0.7) * weights).sum().backward()
+    leaf_logits = logits.clone().requires_grad_()
+    (logprobs_from_logits(leaf_logits, labels, 0.7) * weights).sum().backward()
+    # off by bf16's rounding of the result only (a bf16 softmax would be off by ~1e-2)
+    torch.testing.assert_close(leaf_logits.grad.double(), reference.grad.to(torch.bfloat16).double(),
+                               rtol=8e-3, atol=1e-4)

@@ -397,3 +397,26 @@ def test_dr_grpo_divides_by_rows_times_max_completion_length():
     one, _ = grpo_loss(logps, old, advantages, mask, loss_type="dr_grpo",
                        max_completion_length=1)
     assert one.item() == pytest.approx(-4 / 2)
+
+
+def test_grpo_loss_counts_clipped_tokens_with_its_own_asymmetric_band():
+    logps, old = logps_for(RATIOS)
+    mask = torch.ones_like(RATIOS)
+    _, up = grpo_loss(logps, old, torch.tensor([1.0]), mask, epsilon=0.1, epsilon_high=0.3)
+    _, down = grpo_loss(logps, old, torch.tensor([-1.0]), mask, epsilon=0.1, epsilon_high=0.3)
+    assert up["clip_ratio/high_mean"] == pytest.approx(1 / 5)  # only 1.5 > 1.3
+    assert down["clip_ratio/low_mean"] == pytest.approx(2 / 5)  # 0.5 and 0.875 < 0.9
+
+
+def test_band_edges_are_inside_on_both_sides():
+    edges, mask = torch.tensor([[0.75, 1.25]]), torch.ones(1, 2)
+    for advantage in (1.0, -1.0):
+        metrics = clip_metrics(edges, torch.tensor([advantage]), mask, epsilon=0.25)
+        assert metrics["clip_ratio/region_mean"] == 0.0
+
+
+def test_aggregate_loss_defaults_to_grpo_and_dr_grpo_to_the_width():
+    per_token, mask = torch.tensor([[1.0, 2.0], [3.0, 0.0]]), torch.tensor([[1, 1], [1, 0]])
+    assert aggregate_loss(per_token, mask).item() == aggregate_loss(per_token, mask, "grpo").item()
+    one_wide = torch.tensor([[2.0], [4.0]])
+    assert aggregate_loss(one_wide, torch.ones(2, 1), "dr_grpo").item() == pytest.approx(3.0)
