@@ -88,10 +88,15 @@ def results(path: str, functions: list[str] | None) -> dict[str, int | None]:
             if not functions or function_of(name, module) in functions}
 
 
-def mutant_diff(name: str) -> list[str]:
-    """The changed lines of a mutant (``mutmut show``), as ``-old`` / ``+new``."""
-    shown = subprocess.run([mutmut_command(), "show", name], cwd=ROOT, capture_output=True,
-                           text=True, check=False).stdout
+def mutant_diff(name: str, path: str) -> list[str]:
+    """The changed lines of a mutant (what ``mutmut show`` prints), as ``-old`` / ``+new``."""
+    try:  # in this process: mutmut show costs a second per survivor
+        from mutmut.mutation.diff_apply import get_diff_for_mutant
+
+        shown = get_diff_for_mutant(name, path=Path(path))
+    except Exception:  # another mutmut version: its command line
+        shown = subprocess.run([mutmut_command(), "show", name], cwd=ROOT, capture_output=True,
+                               text=True, check=False).stdout
     return [line for line in shown.splitlines()
             if line[:1] in "+-" and not line.startswith(("+++", "---"))]
 
@@ -152,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"mutmut run failed (exit {run.returncode}); full log: mutants/last-run.log")
             return run.returncode
 
+    os.chdir(ROOT)  # mutmut reads its configuration and the mutants from here
     known = explained()
     low, unexplained, survivors = [], 0, []
     print()
@@ -172,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     if survivors:
         print(f"\nsurvivors ({len(survivors)}):")
     for path, module, name, code in survivors:
-        diff = mutant_diff(name)
+        diff = mutant_diff(name, path)
         added = " ".join(next((d[1:] for d in diff if d.startswith("+")), "").split())
         ok = is_explained(known, path, function_of(name, module), added)
         unexplained += not ok
