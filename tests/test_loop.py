@@ -75,15 +75,20 @@ def test_one_update_makes_positive_advantage_completions_more_likely(tiny_policy
     assert (change * advantages).sum() > 0
 
 
-@pytest.mark.parametrize(("loss_type", "micro_batch_size", "scale"),
-                         [(t, None, "group") for t in LOSS_TYPES]
-                         + [("grpo", 2, "group"), ("dapo", 4, "group"), ("grpo", None, "none")])
-def test_the_logged_loss_and_gradient_are_grpo_loss_of_the_reused_batch(tiny_policy, loss_type,
-                                                                         micro_batch_size, scale):
+@pytest.mark.parametrize(("loss_type", "micro_batch_size", "scale", "stops_at_once"),
+                         [(t, None, "group", False) for t in LOSS_TYPES]
+                         + [("grpo", 2, "group", False), ("dapo", 4, "group", False),
+                            ("grpo", None, "none", False), ("dr_grpo", None, "group", True)])
+def test_the_logged_loss_and_gradient_are_grpo_loss_of_the_reused_batch(
+        tiny_policy, loss_type, micro_batch_size, scale, stops_at_once):
     # the second step on one rollout, recomputed by hand from the recorded tokens: the old
     # log-probs are the sampling policy's, the new ones the policy after step 1 (at the
     # temperature of the config), the advantages group_advantages of the rewards
     model, tokenizer = tiny_policy
+    eos_ids = [tokenizer.eos_token_id]
+    if stops_at_once:  # every token ends a completion: a batch one token wide
+        eos_ids = list(range(len(tokenizer)))
+        model.generation_config.eos_token_id = eos_ids
     sampler = copy.deepcopy(model)
     calls = record_generate(model)
     after_step = []
@@ -94,9 +99,10 @@ def test_the_logged_loss_and_gradient_are_grpo_loss_of_the_reused_batch(tiny_pol
                    callbacks=[lambda record: after_step.append(copy.deepcopy(model))])
     ((prompt_len, prompt_mask, output),) = calls
     completions = output[:, prompt_len:]
-    mask = completion_mask(completions, [tokenizer.eos_token_id]).long()
+    mask = completion_mask(completions, eos_ids).long()
     attention = torch.cat([prompt_mask, mask], dim=1)
     width = completions.size(1)
+    assert (width == 1) == stops_at_once
     with torch.no_grad():
         old = token_logprobs(sampler, output, attention, width, temperature=0.7)
     policy = after_step[0]
