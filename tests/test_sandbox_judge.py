@@ -107,3 +107,44 @@ def test_values_of_every_kind_reach_the_judge_as_themselves(value, test):
 def test_a_judge_that_raises_on_the_values_fails_its_test(test):
     result = run_tests(returns("'a'"), [test, "assert f() == 'a'"])
     assert result.verdicts == (False, True) and result.status == "ok"
+
+
+# ---------------------------------------------------------------- which part is the candidate's
+
+@pytest.mark.parametrize(("code", "test"), [
+    ("match -3:\n    case abs:\n        pass\n", "assert abs == -3"),
+    ("match [1, 2]:\n    case [*sum]:\n        pass\n", "assert sum == [1, 2]"),
+    ("match {'a': 1}:\n    case {**max}:\n        pass\n", "assert max == {'a': 1}"),
+    ("for len in [7]:\n    pass\n", "assert len == 7"),
+])
+def test_a_builtin_name_the_candidate_rebinds_is_the_candidates(code, test):
+    # the parent must ask the child for these names, not read its own builtins
+    assert run_tests(code, [test]).verdicts == (True,)
+
+
+@pytest.mark.parametrize(("code", "test"), [
+    ("x = 5\n", "assert [x * 2 for x in range(2)] == [0, 2]"),
+    ("x = 5\n", "assert (lambda x: x + 1)(1) == 2"),
+    ("x = 5\n", "assert (lambda *, x=1: x)() == 1"),
+])
+def test_names_bound_inside_the_test_are_the_tests_own(code, test):
+    assert run_tests(code, [test]).verdicts == (True,)
+
+
+@pytest.mark.parametrize(("code", "test"), [
+    ("fs = [lambda x: x + 1]\n", "assert fs[0](1) == 2"),
+    ("fs = [3]\n", "assert fs[0] == 3"),
+    ("def f():\n    return [-2]\n", "assert abs(*f()) == 2"),
+    ("class Box:\n    v = 4\n", "assert Box.v == 4"),
+])
+def test_subscripts_attributes_and_starred_calls_are_judged(code, test):
+    assert run_tests(code, [test]).verdicts == (True,)
+
+
+def test_a_module_the_candidate_rebinds_is_the_candidates_own():
+    code = ("class math:\n    @staticmethod\n    def isclose(a, b):\n        return True\n"
+            "def f():\n    return 1\n")
+    # math.isclose here is the candidate's function, run by the child: it says True
+    assert run_tests(code, ["assert math.isclose(f(), 2)"]).verdicts == (True,)
+    honest = "import math\ndef f():\n    return 1\n"
+    assert run_tests(honest, ["assert math.isclose(f(), 2)"]).verdicts == (False,)
