@@ -340,7 +340,7 @@ def test_the_prompts_of_a_step_depend_on_the_seed_and_the_step(new_tiny_policy):
         model, tokenizer = new_tiny_policy()
         seen = []
 
-        def records_prompts(completions, prompts, **kwargs):
+        def records_prompts(completions, prompts, seen=seen, **kwargs):
             seen.append(tuple(sorted(set(prompts))))
             return by_position(completions)
 

@@ -8,9 +8,9 @@ import pytest
 from grpo_core.rewards import (
     LONG_CODE_CHARS,
     accuracy_reward,
+    defines_function,
     defines_function_reward,
     extract_answer,
-    defines_function,
     extract_code,
     format_reward,
     length_reward,
