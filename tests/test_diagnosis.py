@@ -663,3 +663,50 @@ def test_hacking_evidence_shows_every_proxy_and_the_true_score_on_training_sampl
     assert "change -0.125" in finding.evidence
     assert "; eval/proxy_reward " in finding.evidence
     assert finding.value > 0.125  # the proxy's rise minus the true score's change
+
+
+def test_a_finding_without_gaming_still_reports_its_metric_and_growth():
+    flat = [{k: v for k, v in row.items() if k != "completions/mean_length"} for row in healthy()]
+    finding = diagnose(flat)["length gaming"]
+    assert finding.status == "ok" and finding.metric == "completions/mean_chars"
+    assert finding.value == pytest.approx(trend(*series(flat, "completions/mean_chars")).last
+                                          / trend(*series(flat, "completions/mean_chars")).first)
+    paid = with_values(healthy(), "completions/mean_length", [30 + 2 * s for s in range(STEPS)])
+    paid = [{k: v for k, v in row.items() if k != "completions/mean_length"}
+            | {"completions/mean_chars": row["completions/mean_length"]} for row in paid]
+    finding = diagnose(paid, reward_funcs=["length_reward"])["length gaming"]
+    assert finding.metric == "completions/mean_chars" and finding.value == pytest.approx(83 / 35)
+
+
+def test_truncation_without_a_budget_ends_its_evidence_plainly():
+    rows = with_values(healthy(), "completions/clipped_ratio", [1.0] * STEPS)
+    assert diagnose(rows)["truncation"].evidence.endswith(
+        "completions run into max_new_tokens and are scored cut off")
+
+
+def test_diagnose_takes_the_trained_rewards_from_the_run_config(tmp_path):
+    rows = with_values(healthy(), "completions/mean_length", [30 + 2 * s for s in range(STEPS)])
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "config.json").write_text(json.dumps({"reward_funcs": ["length_reward"]}))
+    assert "pays for length" in diagnose(tmp_path)["length gaming"].evidence
+
+
+def test_explicit_true_score_and_reward_funcs_reach_the_hacking_check():
+    rows = hacked([0.20, 0.18, 0.15, 0.12, 0.10, 0.08, 0.05])
+    for row in rows:  # a second held-out score: the automatic choice is now ambiguous...
+        if "eval/unit_test_reward" in row:
+            row["eval/other"] = 0.3
+    assert diagnose(rows)["hacking"].status == "flagged"  # ...but unit_test_reward is preferred
+    chosen = diagnose(rows, true_score="eval/other")["hacking"]
+    assert chosen.metric.endswith("vs eval/other") and "stays flat" in chosen.evidence
+    two = [{"step": s, "reward": 0.1 * s, "rewards/a/mean": 0.1 * s, "rewards/b/mean": 0.5,
+            "eval/b": 0.5} for s in range(1, 11)]
+    assert diagnose(two)["hacking"].status == "not measured"  # b logged: trained on, maybe
+    told = diagnose(two, reward_funcs=["a"])["hacking"]
+    assert told.metric == "reward vs eval/b" and told.flagged
+
+
+def test_a_single_held_out_candidate_is_the_true_score():
+    assert find_true_score([{"step": 1, "eval/pass_rate": 0.1}]) == "eval/pass_rate"
+    assert find_true_score([{"step": 1, "eval/pass_rate": 0.1, "eval/unit_test_reward": 0.2}]) \
+        == "eval/unit_test_reward"
