@@ -699,9 +699,9 @@ def test_explicit_true_score_and_reward_funcs_reach_the_hacking_check():
     assert diagnose(rows)["hacking"].status == "flagged"  # ...but unit_test_reward is preferred
     chosen = diagnose(rows, true_score="eval/other")["hacking"]
     assert chosen.metric.endswith("vs eval/other") and "stays flat" in chosen.evidence
-    two = [{"step": s, "reward": 0.1 * s, "rewards/a/mean": 0.1 * s, "rewards/b/mean": 0.5,
+    two = [{"step": s, "reward": 0.1 * s + 0.5, "rewards/a/mean": 0.1 * s, "rewards/b/mean": 0.5,
             "eval/b": 0.5} for s in range(1, 11)]
-    assert diagnose(two)["hacking"].status == "not measured"  # b logged: trained on, maybe
+    assert diagnose(two)["hacking"].status == "not measured"  # a + b is the reward: both trained
     told = diagnose(two, reward_funcs=["a"])["hacking"]
     assert told.metric == "reward vs eval/b" and told.flagged
 
