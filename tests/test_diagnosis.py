@@ -710,3 +710,8 @@ def test_a_single_held_out_candidate_is_the_true_score():
     assert find_true_score([{"step": 1, "eval/pass_rate": 0.1}]) == "eval/pass_rate"
     assert find_true_score([{"step": 1, "eval/pass_rate": 0.1, "eval/unit_test_reward": 0.2}]) \
         == "eval/unit_test_reward"
+
+
+def test_evidence_numbers_have_three_significant_digits():
+    finding = diagnose(with_values(healthy(n=10), "kl", [0.0123456] * 10))["KL blow-up"]
+    assert finding.evidence == "kl peaked at 0.0123 (step 1), no spike"
