@@ -370,7 +370,11 @@ def test_a_resumed_run_samples_what_the_uninterrupted_run_samples(new_tiny_polic
 
 
 def test_the_progress_bar_shows_the_step_the_reward_and_the_characters(tiny_policy, capsys,
-                                                                        tmp_path):
+                                                                        tmp_path, monkeypatch):
+    from tqdm import tqdm
+
+    # no monitor thread: a process forked later (make mutate) must not inherit its lock
+    monkeypatch.setattr(tqdm, "monitor_interval", 0)
     model, tokenizer = tiny_policy
     train(model, tokenizer, PROMPTS, by_position, config(max_steps=2, save_checkpoint=True),
           tmp_path, progress=True)
