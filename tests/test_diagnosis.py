@@ -715,3 +715,56 @@ def test_a_single_held_out_candidate_is_the_true_score():
 def test_evidence_numbers_have_three_significant_digits():
     finding = diagnose(with_values(healthy(n=10), "kl", [0.0123456] * 10))["KL blow-up"]
     assert finding.evidence == "kl peaked at 0.0123 (step 1), no spike"
+
+
+def test_what_collapse_says_when_it_cannot_judge():
+    rows = healthy()
+    no_entropy = [{k: v for k, v in r.items() if k != "entropy"} for r in rows]
+    neither = [{k: v for k, v in r.items() if k not in ("entropy", "reward_std")} for r in rows]
+    assert diagnose(no_entropy)["collapse"].evidence == "entropy not logged"
+    assert diagnose(neither)["collapse"].evidence == "entropy and reward_std not logged"
+    few = diagnose(healthy(n=5))["collapse"]
+    assert few.evidence == "5 steps: too few to see a trend (needs 6)"
+    assert few.metric == "entropy, reward_std"
+    calm = diagnose(healthy())["collapse"]
+    assert calm.evidence.startswith("entropy 1.") and "; reward_std 0." in calm.evidence
+    assert calm.value == pytest.approx(trend(*series(rows, "entropy")).last)
+
+
+def test_what_the_hacking_check_says_when_it_cannot_judge():
+    none = diagnose(healthy())["hacking"]
+    assert none.metric == "reward vs a true score"
+    assert none.evidence.startswith("no held-out true score was logged (an eval/... metric")
+    two = [{"step": 1, "reward": 0.1, "eval/a": 0.1, "eval/b": 0.2}]
+    assert diagnose(two)["hacking"].metric == "reward vs ?"
+    one = diagnose(two, true_score="eval/a")["hacking"]
+    assert one.metric == "reward vs eval/a"
+    assert one.evidence == "1 value(s) of eval/a, and of reward: needs two of each"
+    flat = with_values(hacked([0.2] * 7), "reward", [0.5] * STEPS)
+    flat = [{k: v for k, v in r.items() if k != "eval/proxy_reward"} for r in flat]
+    calm = diagnose(flat)["hacking"]
+    assert calm.evidence.endswith(": the proxy does not climb") and calm.value is None
+    assert calm.metric == "reward vs eval/unit_test_reward"
+
+
+def test_an_explicit_proxy_shows_the_held_out_proxy_as_context():
+    finding = diagnose(hacked([0.20, 0.18, 0.15, 0.12, 0.10, 0.08, 0.05]), proxy="reward")[
+        "hacking"]
+    assert "; held out, eval/proxy_reward 0." in finding.evidence
+    assert finding.evidence.count("held out, ") == 1
+
+
+def test_a_single_kl_spike_is_shown_without_an_ellipsis():
+    finding = diagnose(with_values(healthy(n=4), "kl", [0.01, 0.01, 0.01, 0.5]))["KL blow-up"]
+    assert finding.evidence == "step 4: 0.5, 50x the median 0.01 of the steps before"
+
+
+def test_the_kl_median_is_the_middle_of_exactly_the_ten_steps_before():
+    kl = [1e-4] + [0.05] * 5 + [0.001] * 5 + [0.3]  # ten before step 12: median 0.05, 6x
+    assert kl_status(kl) == "ok"
+
+
+def test_describe_rounds_to_the_digits_asked():
+    pair = trend([1, 2], [0.12345, 0.5])
+    assert pair.describe("x") == "x 0.123 (step 1) -> 0.5 (step 2), Spearman(step, value) +1.00"
+    assert pair.describe("x", digits=2).startswith("x 0.12 (step 1)")
