@@ -8,6 +8,19 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _process_local_tqdm_lock() -> None:
+    """tqdm's default lock is shared between processes: a forked test process killed while it
+    held it (make mutate's time limit) would block every later one. Tests need a local one."""
+    import threading
+
+    from tqdm import tqdm
+
+    tqdm.set_lock(threading.RLock())
+
+
+_process_local_tqdm_lock()
 if str(REPO_ROOT) not in sys.path:  # for `import tools.notebooks`
     sys.path.insert(0, str(REPO_ROOT))
 
