@@ -21,7 +21,6 @@ Usage: ``python tools/mutate.py [--max-children N] [--report-only] [module ...]`
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import json
 import os
 import re
@@ -106,9 +105,9 @@ def explained() -> list[tuple[str, str, str]]:
     explains.
 
     An entry is a line ``- `<function>`: `<the mutated line>` <reason>`` under a
-    ``## <module path>`` heading; function and line are ``fnmatch`` patterns (``*`` for any)
+    ``## <module path>`` heading; function and line are glob patterns (``*`` for any)
     matched against the survivor's function and the ``+`` line of its diff, with runs of
-    whitespace read as one space. Entries name the change, not the mutant's number, which
+    whitespace read as one space (``*`` is the only wildcard). Entries name the change, not the mutant's number, which
     changes whenever the module does."""
     entries, module = [], None
     text = SURVIVORS_FILE.read_text("utf-8") if SURVIVORS_FILE.exists() else ""
@@ -122,8 +121,14 @@ def explained() -> list[tuple[str, str, str]]:
 
 
 def is_explained(entries, path: str, function: str, added: str) -> bool:
-    return any(fnmatch.fnmatchcase(path, module) and fnmatch.fnmatchcase(function, fn)
-               and fnmatch.fnmatchcase(added, line) for module, fn, line in entries)
+    return any(_glob(module, path) and _glob(fn, function) and _glob(line, added)
+               for module, fn, line in entries)
+
+
+def _glob(pattern: str, text: str) -> bool:
+    """``*`` matches anything; every other character (``[``, ``?``...) only itself."""
+    regex = ".*".join(re.escape(part) for part in pattern.split("*"))
+    return re.fullmatch(regex, text, flags=re.DOTALL) is not None
 
 
 def mutmut_command() -> str:
