@@ -8,6 +8,8 @@ batch, so the advantages are known without reading the random model's text.
 from __future__ import annotations
 
 import copy
+import re
+import time
 
 import pytest
 import torch
@@ -246,14 +248,16 @@ def test_each_step_is_logged_once_everywhere_and_checkpointed_every_save_every(t
         evaluated.append(step)
         return {"eval/score": float(step)}
 
+    started = time.perf_counter()
     result = train(model, tokenizer, PROMPTS, by_position,
                    config(max_steps=3, save_every=2, eval_every=2), tmp_path, progress=False,
                    callbacks=[seen.append], evaluate=evaluate)
+    whole_run = time.perf_counter() - started
     assert [r["step"] for r in result.metrics] == [1, 2, 3] and result.step == 3
     assert read_jsonl(tmp_path / "metrics.jsonl") == result.metrics == seen
     assert checkpoint_step(tmp_path) == 2  # save_every=2; save_checkpoint=False adds none
     assert evaluated == [1, 2, 3] and [r["eval/score"] for r in result.metrics] == [1, 2, 3]
-    assert all(r["step_time"] > 0 for r in result.metrics)
+    assert all(0 < r["step_time"] < whole_run for r in result.metrics)  # a part of the run
     assert len(result.last_texts) == 8 and result.stopped == "finished"
 
 
@@ -380,7 +384,7 @@ def test_the_progress_bar_shows_the_step_the_reward_and_the_characters(tiny_poli
           tmp_path, progress=True)
     bar = capsys.readouterr().err.replace("\r", "\n")
     assert "GRPO: 100%" in bar and " 2/2 " in bar
-    assert "reward=0.5" in bar and "chars=" in bar
+    assert "reward=0.5" in bar and re.search(r"chars=\d+\b", bar)
     train(model, tokenizer, PROMPTS, by_position, config(max_steps=3), tmp_path, resume=True,
           progress=True)
     resumed = capsys.readouterr().err.replace("\r", "\n")
