@@ -250,3 +250,15 @@ def test_long_function_reward_pays_nothing_for_long_code_without_the_function():
     assert defines_function_reward([other], entry_point=["add"]) == [0.0]
     assert long_function_reward([other], entry_point=["add"]) == [0.0]
     assert long_function_reward([other], entry_point=["plus"]) == [1.0]
+
+
+def test_extract_code_keeps_the_codes_own_spaces_and_drops_only_blank_lines_around_it():
+    fenced = "```python\n\n    # an indented comment\nx = 1\t\n\n```"
+    assert extract_code(fenced) == "    # an indented comment\nx = 1\t"
+    assert extract_code("\n    # a note\nx = 1\n\n") == "    # a note\nx = 1"
+
+
+def test_bare_code_is_given_up_after_200_trailing_lines():
+    assert extract_code("def f(): return 1\n" + "and some prose\n" * 199) == "def f(): return 1"
+    assert extract_code("def f(): return 1\n" + "and some prose\n" * 200) == ""
+
