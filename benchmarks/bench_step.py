@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 GROUP, PROMPTS_PER_STEP, NEW_TOKENS, LR = 8, 2, 64, 0.0  # lr 0: lengths stay put, steps comparable
+SIZES = {"group_size": GROUP, "prompts_per_step": PROMPTS_PER_STEP, "max_new_tokens": NEW_TOKENS}
 
 
 def timed_generate(model, tokenizer, log: list[tuple[float, int]]) -> None:
@@ -84,32 +85,39 @@ def prompts() -> list[str]:
     return [row["prompt"] for row in read_jsonl(EXP1_PROMPTS)]
 
 
-def run_ours(steps: int, device: str) -> dict:
+def run_ours(steps: int, device: str, *, sizes: dict[str, int] = SIZES, precision=None,
+             loader=load) -> dict:
+    """Our loop: one warm-up step, then ``steps`` timed ones. ``precision``: a
+    ``grpo_core.hardware.Precision`` (None: float32); ``loader(device) -> (model, tokenizer)``."""
     from grpo_core.loop import TrainConfig, train
     from grpo_core.rewards import length_reward
 
-    model, tokenizer = load(device)
+    model, tokenizer = loader(device)
     generations: list[tuple[float, int]] = []
     timed_generate(model, tokenizer, generations)
-    config = TrainConfig(group_size=GROUP, prompts_per_step=PROMPTS_PER_STEP,
-                         max_new_tokens=NEW_TOKENS, max_steps=steps + 1, learning_rate=LR,
-                         loss_type="grpo", beta=0.0, save_checkpoint=False)
+    config = TrainConfig(**sizes, max_steps=steps + 1, learning_rate=LR, loss_type="grpo",
+                         beta=0.0, save_checkpoint=False,
+                         autocast_dtype=None if precision is None else precision.autocast,
+                         loss_scaling=precision is not None and precision.loss_scaling)
     result = train(model, tokenizer, prompts(), length_reward, config, progress=False)
     step_times = [r["step_time"] for r in result.metrics[1:]]
     return summary("grpo_core", step_times, generations[1:], device)
 
 
-def run_trl(steps: int, device: str) -> dict:
+def run_trl(steps: int, device: str, *, sizes: dict[str, int] = SIZES, precision=None,
+            loader=load) -> dict:
+    """TRL's GRPOTrainer at the same sizes and precision (its bf16/fp16 flags)."""
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
     from grpo_core.rewards import length_reward
 
-    model, tokenizer = load(device)
+    model, tokenizer = loader(device)
     generations: list[tuple[float, int]] = []
     timed_generate(model, tokenizer, generations)
     rows = [{"prompt": [{"role": "user", "content": p}]} for p in prompts()]
+    autocast = None if precision is None else precision.autocast
     step_times: list[float] = []
 
     class StepTimer(TrainerCallback):
@@ -129,11 +137,13 @@ def run_trl(steps: int, device: str) -> dict:
 
     with tempfile.TemporaryDirectory() as out:
         args = GRPOConfig(
-            output_dir=out, bf16=False, use_cpu=device == "cpu", activation_checkpointing=False,
+            output_dir=out, bf16=autocast == "bfloat16", fp16=autocast == "float16",
+            use_cpu=device == "cpu", activation_checkpointing=False,
             report_to="none", save_strategy="no", logging_steps=1, disable_tqdm=True,
-            max_steps=steps + 1, num_generations=GROUP,
-            per_device_train_batch_size=GROUP * PROMPTS_PER_STEP,
-            max_completion_length=NEW_TOKENS, learning_rate=LR, beta=0.0, loss_type="grpo",
+            max_steps=steps + 1, num_generations=sizes["group_size"],
+            per_device_train_batch_size=sizes["group_size"] * sizes["prompts_per_step"],
+            max_completion_length=sizes["max_new_tokens"], learning_rate=LR, beta=0.0,
+            loss_type="grpo",
             temperature=1.0, top_p=1.0, seed=0, lr_scheduler_type="constant",
         )
         trainer = GRPOTrainer(model=model, reward_funcs=length_reward, args=args,

@@ -163,3 +163,12 @@ def test_rewards_must_be_1d_and_finite():
         group_advantages(torch.zeros(2, 2), 2)
     with pytest.raises(ValueError, match="finite"):
         group_advantages([0.0, float("nan")], 2)
+
+
+@pytest.mark.parametrize("scale", ["group", "batch", "none"])
+def test_an_all_equal_group_is_exactly_zero_beside_a_group_that_varies(scale):
+    # seven 0.7s: their float mean rounds to 0.7 + 6e-8, which / (0 + eps) would leak ~6e-4
+    rewards = torch.tensor([0.7] * 7 + [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    advantages = group_advantages(rewards, 7, scale=scale)
+    assert advantages[:7].tolist() == [0.0] * 7
+    assert (advantages[7:] != 0).sum() == 6  # the middle of 0..6 is its mean: exactly 0

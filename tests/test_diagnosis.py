@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 import subprocess
 import sys
@@ -17,12 +18,13 @@ from grpo_core.diagnosis import (
     diagnose,
     find_true_score,
     format_steps,
+    logged_rewards,
     spearman,
     trained_rewards,
     trend,
 )
 from grpo_core.plots import compare_runs, plot_run
-from grpo_core.run_files import RecordedRun, list_runs, load_run, runs_dir
+from grpo_core.run_files import RecordedRun, list_runs, load_run, runs_dir, series
 
 RUNS_DIR = runs_dir()
 
@@ -244,11 +246,11 @@ def test_thresholds_are_respected():
 
 
 def test_bad_input_is_refused():
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="sequence of dicts"):
         diagnose([1, 2, 3])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="status must be one of .*got 'maybe'"):
         Finding("hacking", "maybe", "reward")
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError, match="no metrics.jsonl at /nonexistent/run"):
         load_run("/nonexistent/run")
 
 
@@ -262,7 +264,7 @@ def test_diagnosis_prints_and_tabulates():
     assert list(table.columns) == ["run", "symptom", "status", "metric", "steps", "value",
                                    "evidence", "fix"]
     assert table.set_index("symptom").loc["hacking", "steps"] == "1, 5, 10, 15, 20, 25, 30"
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError, match="no finding for 'sadness'; symptoms: .*'no signal'"):
         diagnosis["sadness"]
 
 
@@ -360,3 +362,406 @@ def test_the_milder_proxy_run_is_not_called_hacking():
     diagnosis = diagnose(EXP3_DEFINES)
     assert diagnosis["hacking"].status == "ok", str(diagnosis)
     assert diagnosis["hacking"].metric.endswith("eval/unit_test_reward")
+
+
+# --- each threshold, exactly on it and just past it ----------------------------------------
+# Thresholds' promise: "at or above" (>=) for zero_std_high, clipped_high, persistent_share,
+# trend_rho, length_growth, kl_limit, kl_spike and kl_floor; "at or below" for collapse_ratio;
+# true_flat is "the largest rise still counted as flat" (<=); a sparse proxy rises when its
+# change is "larger than" sparse_rise (>); min_trend_points values are enough for a trend.
+# Each threshold is set to the very number the check computes, then to the next float past it.
+
+def up(x: float) -> float:
+    return math.nextafter(x, math.inf)
+
+
+def down(x: float) -> float:
+    return math.nextafter(x, -math.inf)
+
+
+@pytest.mark.parametrize(("symptom", "key", "field"), [
+    ("no signal", "frac_reward_zero_std", "zero_std_high"),
+    ("truncation", "completions/clipped_ratio", "clipped_high"),
+])
+def test_a_level_exactly_at_its_threshold_is_flagged(symptom, key, field):
+    rows = with_values(healthy(), key, [0.7] * STEPS)
+    assert diagnose(rows, thresholds=Thresholds(**{field: 0.7}))[symptom].flagged
+    assert status(diagnose(rows, thresholds=Thresholds(**{field: up(0.7)})), symptom) == "ok"
+
+
+def test_a_level_at_exactly_the_persistent_share_of_the_steps_is_flagged():
+    values = [1.0] * 9 + [0.0] * 21  # 9 of 30 steps: exactly 0.3, all early
+    rows = with_values(healthy(), "frac_reward_zero_std", values)
+    assert diagnose(rows, thresholds=Thresholds(persistent_share=9 / 30))["no signal"].flagged
+    late = diagnose(rows, thresholds=Thresholds(persistent_share=up(9 / 30)))
+    assert status(late, "no signal") == "transient"
+
+
+def test_a_level_whose_last_fifth_mean_is_exactly_the_threshold_is_flagged():
+    values = [0.0] * 24 + [0.2, 0.2, 0.2, 0.2, 1.0, 1.0]  # 2 hits of 30: not persistent
+    rows = with_values(healthy(), "frac_reward_zero_std", values)
+    tail = trend(list(range(1, STEPS + 1)), values).last
+    at = diagnose(rows, thresholds=Thresholds(zero_std_high=tail))["no signal"]
+    assert at.flagged and at.steps == (29, 30)  # still there at the end
+    assert status(diagnose(rows, thresholds=Thresholds(zero_std_high=up(tail))),
+                  "no signal") == "transient"
+
+
+def length_gaming_rows() -> tuple[list[dict], float, float]:
+    """Length and reward rise together; returns the rows, the growth and the smallest rho."""
+    lengths = [30 + 2 * s + (5 if s % 4 == 0 else 0) for s in range(STEPS)]
+    rows = with_values(healthy(), "completions/mean_length", lengths)
+    steps = list(range(1, STEPS + 1))
+    rewards = [row["reward"] for row in rows]
+    length = trend(steps, lengths)
+    rho = min(length.rho, trend(steps, rewards).rho, spearman(lengths, rewards))
+    return rows, length.last / length.first, rho
+
+
+def test_length_growth_exactly_at_its_threshold_is_gaming():
+    rows, growth, _ = length_gaming_rows()
+    assert diagnose(rows, thresholds=Thresholds(length_growth=growth))["length gaming"].flagged
+    assert status(diagnose(rows, thresholds=Thresholds(length_growth=up(growth))),
+                  "length gaming") == "ok"
+
+
+def test_a_rank_correlation_exactly_at_trend_rho_is_a_trend():
+    rows, _, rho = length_gaming_rows()
+    assert 0.4 < rho < 1.0
+    assert diagnose(rows, thresholds=Thresholds(trend_rho=rho))["length gaming"].flagged
+    assert status(diagnose(rows, thresholds=Thresholds(trend_rho=up(rho))),
+                  "length gaming") == "ok"
+
+
+def test_exactly_min_trend_points_values_are_enough_for_a_trend():
+    rows, _, _ = length_gaming_rows()
+    six = diagnose(rows[:6], thresholds=Thresholds(min_trend_points=6))
+    assert status(six, "length gaming") != "not measured"
+    assert status(six, "collapse") != "not measured"
+    seven = diagnose(rows[:6], thresholds=Thresholds(min_trend_points=7))
+    assert status(seven, "length gaming") == status(seven, "collapse") == "not measured"
+
+
+def test_falling_to_exactly_the_collapse_ratio_is_collapse():
+    fading = [2.0] * 6 + [1.5, 1.25, 1.0, 0.875, 0.75, 0.625] * 3 + [0.5] * 6  # 2.0 -> 0.5
+    rows = with_values(with_values(healthy(), "entropy", fading), "reward_std", fading)
+    assert trend(list(range(1, STEPS + 1)), fading).last == 0.25 * 2.0
+    assert diagnose(rows, thresholds=Thresholds(collapse_ratio=0.25))["collapse"].flagged
+    assert status(diagnose(rows, thresholds=Thresholds(collapse_ratio=down(0.25))),
+                  "collapse") == "ok"
+
+
+def test_a_true_score_that_rises_by_exactly_true_flat_is_flat():
+    rows = hacked([0.10, 0.11, 0.12, 0.12, 0.13, 0.14, 0.15])
+    eval_steps = [1, 5, 10, 15, 20, 25, 30]
+    rise = trend(eval_steps, [rows[s - 1]["eval/unit_test_reward"] for s in eval_steps]).change
+    assert diagnose(rows, thresholds=Thresholds(true_flat=rise))["hacking"].flagged
+    below = diagnose(rows, thresholds=Thresholds(true_flat=down(rise)))["hacking"]
+    assert below.status == "ok" and "rises with the proxy" in below.evidence
+
+
+def test_a_sparse_proxy_must_rise_by_more_than_sparse_rise():
+    rows = hacked([0.2, 0.2, 0.2, 0.2, 0.2], every=7)  # 5 held-out values: a sparse series
+    eval_steps = [1, 7, 14, 21, 28]
+    rise = trend(eval_steps, [rows[s - 1]["eval/proxy_reward"] for s in eval_steps]).change
+    names = {"proxy": "eval/proxy_reward", "true_score": "eval/unit_test_reward"}
+    at = diagnose(rows, thresholds=Thresholds(sparse_rise=rise), **names)["hacking"]
+    assert at.status == "ok" and "does not climb" in at.evidence
+    assert diagnose(rows, thresholds=Thresholds(sparse_rise=down(rise)), **names)["hacking"].flagged
+
+
+def kl_status(kl: list[float], **thresholds) -> str:
+    rows = with_values(healthy(n=len(kl)), "kl", kl)
+    return status(diagnose(rows, thresholds=Thresholds(**thresholds)), "KL blow-up")
+
+
+def test_a_kl_exactly_at_the_limit_is_a_blow_up():
+    kl = [0.5] * 6 + [1.0] + [0.5] * 3  # never 10x its median: only the limit can fire
+    assert kl_status(kl, kl_limit=1.0) == "flagged"
+    assert kl_status(kl, kl_limit=up(1.0)) == "ok"
+
+
+def test_a_kl_exactly_kl_spike_times_its_median_is_a_spike():
+    kl = [0.125] * 6 + [0.5] + [0.125] * 3  # 4x the median, above the floor
+    assert kl_status(kl, kl_spike=4.0) == "flagged"
+    assert kl_status(kl, kl_spike=up(4.0)) == "ok"
+
+
+def test_a_spike_exactly_at_the_kl_floor_counts():
+    kl = [0.001] * 6 + [0.25] + [0.001] * 3  # 250x the median: only the floor decides
+    assert kl_status(kl, kl_floor=0.25) == "flagged"
+    assert kl_status(kl, kl_floor=up(0.25)) == "ok"
+
+
+# --- what each finding says: its metric, value, steps and evidence ------------------------------
+
+def test_a_level_finding_reports_where_how_often_and_the_grad_norm_there():
+    values = [1.0] * 20 + [0.5] * 10
+    rows = with_values(with_values(healthy(), "frac_reward_zero_std", values), "grad_norm",
+                       [0.25] * 20 + [2.0] * 10)
+    finding = diagnose(rows)["no signal"]
+    assert (finding.metric, finding.value, finding.steps) == (
+        "frac_reward_zero_std", 1.0, tuple(range(1, 21)))
+    assert "frac_reward_zero_std >= 0.9 at 20 of 30 steps (1-20), peak 1 at step 1" \
+        in finding.evidence
+    assert "mean over the last fifth (steps 25-30) 0.5" in finding.evidence
+    assert "grad_norm at those steps 0.25 on average" in finding.evidence
+    calm = diagnose(healthy())["no signal"]
+    assert calm.status == "ok" and calm.value == 0.25 and calm.steps == ()
+    assert calm.evidence.startswith("frac_reward_zero_std stayed below 0.9 at all 30 steps "
+                                    "(max 0.25 at step ")
+
+
+def test_truncation_quotes_the_budget_only_when_known():
+    rows = with_values(healthy(), "completions/clipped_ratio", [1.0] * STEPS)
+    assert "max_new_tokens (64 new tokens)" in diagnose(rows, max_new_tokens=64)["truncation"].evidence
+    assert "new tokens" not in diagnose(rows)["truncation"].evidence
+
+
+def test_length_gaming_falls_back_to_characters_and_reports_its_numbers():
+    rows = with_values(healthy(), "completions/mean_length", [30 + 2 * s for s in range(STEPS)])
+    flagged = diagnose(rows)["length gaming"]
+    assert flagged.metric == "completions/mean_length"
+    assert flagged.steps == tuple(range(6, STEPS + 1))  # from the end of the first fifth
+    assert "(x2.37)" in flagged.evidence and "Spearman(length, reward) +" in flagged.evidence
+    assert "reward 0." in flagged.evidence and "completions grow" in flagged.evidence
+    chars = [{k: v for k, v in row.items() if k != "completions/mean_length"} for row in rows]
+    chars = with_values(chars, "completions/mean_chars", [100 + 9 * s for s in range(STEPS)])
+    by_chars = diagnose(chars)["length gaming"]
+    assert by_chars.flagged and by_chars.metric == "completions/mean_chars"
+    paid = diagnose(rows, reward_funcs=["length_reward", "format_reward", "short_length"])
+    assert "(length_reward, short_length) pays for length" in paid["length gaming"].evidence
+    assert paid["length gaming"].value == flagged.value
+    assert diagnose(healthy())["length gaming"].metric == "completions/mean_length"
+    assert "does not rise with the reward" in diagnose(healthy())["length gaming"].evidence
+
+
+def test_length_gaming_needs_both_length_and_reward():
+    lengths_only = [{"step": s, "completions/mean_length": 10.0 * s} for s in range(1, 31)]
+    rewards_only = [{"step": s, "reward": 0.1 * s} for s in range(1, 31)]
+    for rows in (lengths_only, rewards_only):
+        finding = diagnose(rows)["length gaming"]
+        assert finding.status == "not measured"
+        assert finding.evidence == "needs reward and completion length"
+    few = diagnose(with_values(healthy(n=5), "reward", [0.1] * 5))["length gaming"]
+    assert few.evidence == "5 steps: too few to see a trend (needs 6)"
+    assert few.metric == "completions/mean_length"
+
+
+def test_series_takes_finite_numbers_and_numbers_unnamed_steps_from_1():
+    records = [{"reward": 1}, {"reward": True}, {"reward": float("nan")}, {"reward": 2.5},
+               {"step": 9, "reward": 3.0}, {"loss": 1.0}]
+    assert series(records, "reward") == ([1, 4, 9], [1.0, 2.5, 3.0])
+
+
+def test_spearman_on_two_values_and_on_ties():
+    assert spearman([1, 2], [3, 5]) == 1.0
+    assert spearman([1, 2], [5, 3]) == -1.0
+    assert spearman([1], [2]) == 0.0
+    assert spearman([1, 2, 3, 4], [1, 1, 1, 2]) == pytest.approx(0.7745967, rel=1e-6)
+    assert spearman([1, 2, 3], [2, 1, 1]) == pytest.approx(-0.8660254, rel=1e-6)
+    with pytest.raises(ValueError, match="x and y differ in length: 2 vs 3"):
+        spearman([1, 2], [1, 2, 3])
+
+
+def test_trend_uses_fifths_from_10_values_and_thirds_below():
+    ten = trend(list(range(1, 11)), [float(v) for v in range(10)])
+    assert (ten.first, ten.last, ten.first_steps, ten.last_steps) == (0.5, 8.5, (1, 2), (9, 10))
+    nine = trend(list(range(1, 10)), [float(v) for v in range(9)])
+    assert (nine.first, nine.last, nine.first_steps, nine.last_steps) == (1.0, 7.0, (1, 3), (7, 9))
+    one = trend([4], [2.0])
+    assert (one.first, one.last, one.change, one.n) == (2.0, 2.0, 0.0, 1)
+    assert one.describe("kl") == "kl 2 (step 4) -> 2 (step 4), Spearman(step, value) +0.00"
+    assert ten.describe("x", digits=2) == ("x 0.5 (steps 1-2) -> 8.5 (steps 9-10), "
+                                          "Spearman(step, value) +1.00")
+
+
+def test_logged_rewards_are_the_rewards_slash_fn_slash_mean_keys():
+    rows = [{"rewards/b/mean": 1, "rewards/a/mean": 1, "rewards/a/std": 0, "rewards/x/y/mean": 1,
+             "eval/c/mean": 1, "reward": 1}]
+    assert logged_rewards(rows) == ["a", "b"]
+    assert trained_rewards(rows, {"reward_funcs": ["a", "b"]}) == ["a", "b"]  # weights 1 each
+    assert trained_rewards(rows, {"reward_funcs": ["a", "b"], "reward_weights": [0, 2]}) == ["b"]
+
+
+def test_a_one_step_run_says_1_step():
+    one = diagnose([healthy()[0]])
+    assert "at all 1 step " in one["no signal"].evidence
+
+
+def test_a_kl_spike_needs_three_earlier_steps_and_reads_the_last_ten():
+    assert kl_status([0.001, 0.5], kl_floor=0.1) == "ok"  # one earlier step: no median yet
+    assert kl_status([0.001] * 3 + [0.5]) == "flagged"
+    # the median of the ten steps before: 0.001, although the run started high
+    rows = with_values(healthy(n=21), "kl", [0.6] * 10 + [0.001] * 10 + [0.2])
+    finding = diagnose(rows)["KL blow-up"]
+    assert finding.flagged and finding.steps == (21,) and finding.value == 0.6
+    assert "step 21: 0.2, 200x the median 0.001 of the steps before" in finding.evidence
+
+
+def test_a_kl_past_the_limit_at_many_steps_shows_three_and_peaks():
+    finding = diagnose(with_values(healthy(n=10), "kl", [0.5] * 5 + [2.0, 3.0, 2.5, 2.0, 4.0]))[
+        "KL blow-up"]
+    assert finding.steps == (6, 7, 8, 9, 10) and finding.value == 4.0
+    assert finding.evidence.startswith("step 6: 2 >= 1; step 7: 3 >= 1; step 8: 2.5 >= 1; ...")
+    calm = diagnose(with_values(healthy(n=10), "kl", [0.01 * s for s in range(1, 11)]))
+    assert calm["KL blow-up"].evidence == "kl peaked at 0.1 (step 10), no spike"
+    assert calm["KL blow-up"].value == pytest.approx(0.1)
+
+
+def test_the_kl_spike_names_only_rewards_that_rose_into_it():
+    rows = with_values(healthy(n=10), "kl", [0.01] * 5 + [0.5] * 5)
+    rows = with_values(rows, "rewards/up/mean", [0.1, 0.2, 0.3, 0.4, 0.5] + [0.6] * 5)
+    rows = with_values(rows, "rewards/down/mean", [0.5, 0.4, 0.3, 0.2, 0.1] + [0.0] * 5)
+    evidence = diagnose(rows)["KL blow-up"].evidence
+    assert evidence.endswith("; rising up to it: rewards/up/mean (a hack?)")
+    short = with_values(healthy(n=4), "kl", [0.01, 0.01, 0.01, 0.5])
+    short[2]["rewards/up/mean"], short[3]["rewards/up/mean"] = 0.1, 0.4
+    assert diagnose(short)["KL blow-up"].flagged
+    assert "rising" not in diagnose(short)["KL blow-up"].evidence  # two values up to it
+
+
+def test_collapse_reports_its_last_fifth_and_which_of_the_two_fell():
+    fading = [2.0 * 0.85 ** s for s in range(STEPS)]
+    rows = with_values(with_values(healthy(), "entropy", fading), "reward_std", fading)
+    finding = diagnose(rows)["collapse"]
+    assert finding.steps == tuple(range(25, 31))
+    assert finding.value == pytest.approx(trend(list(range(1, 31)), fading).last)
+    assert "both fell below 0.35 x their start" in finding.evidence
+    one = diagnose(with_values(healthy(), "entropy", fading))["collapse"]
+    assert one.evidence.endswith(": only one of the two fell")
+    assert diagnose(healthy())["collapse"].evidence.endswith(": neither fell toward 0")
+    rising = [0.1 * s for s in range(STEPS)]  # reversed: falls steadily to 0
+    rows = with_values(with_values(healthy(), "entropy", rising[::-1]), "reward_std", rising[::-1])
+    assert diagnose(rows)["collapse"].status == "flagged"
+    no_start = with_values(with_values(healthy(), "entropy", [0.0] * STEPS), "reward_std",
+                           [0.0] * STEPS)
+    assert diagnose(no_start)["collapse"].status == "ok"
+
+
+def test_diagnose_reads_a_run_folder_with_its_name_config_and_notes(tmp_path):
+    rows = with_values(healthy(), "completions/clipped_ratio", [1.0] * STEPS)
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "config.json").write_text(json.dumps({"train": {"max_new_tokens": 48}}))
+    diagnosis = diagnose(tmp_path)
+    assert diagnosis.run == tmp_path.name and diagnosis.steps == STEPS and diagnosis.notes == []
+    assert "(48 new tokens)" in diagnosis["truncation"].evidence
+    assert diagnose(tmp_path, name="mine").run == "mine"
+    assert "(16 new tokens)" in diagnose(tmp_path, max_new_tokens=16)["truncation"].evidence
+    assert diagnose([]).notes == ["no records: nothing to read"]
+    assert str(diagnose([])).startswith("run: 0 steps, flagged: nothing\nno records")
+
+
+def test_hacking_evidence_shows_every_proxy_and_the_true_score_on_training_samples():
+    rows = hacked([0.20, 0.18, 0.15, 0.12, 0.10, 0.08, 0.05])
+    finding = diagnose(rows)["hacking"]
+    assert finding.evidence.startswith("reward 0.")
+    assert "; eval/unit_test_reward 0.19 (steps 1-5) -> 0.065 (steps 25-30)" in finding.evidence
+    assert "change -0.125" in finding.evidence
+    assert "; eval/proxy_reward " in finding.evidence
+    assert finding.value > 0.125  # the proxy's rise minus the true score's change
+
+
+def test_a_finding_without_gaming_still_reports_its_metric_and_growth():
+    flat = [{k: v for k, v in row.items() if k != "completions/mean_length"} for row in healthy()]
+    finding = diagnose(flat)["length gaming"]
+    assert finding.status == "ok" and finding.metric == "completions/mean_chars"
+    assert finding.value == pytest.approx(trend(*series(flat, "completions/mean_chars")).last
+                                          / trend(*series(flat, "completions/mean_chars")).first)
+    paid = with_values(healthy(), "completions/mean_length", [30 + 2 * s for s in range(STEPS)])
+    paid = [{k: v for k, v in row.items() if k != "completions/mean_length"}
+            | {"completions/mean_chars": row["completions/mean_length"]} for row in paid]
+    finding = diagnose(paid, reward_funcs=["length_reward"])["length gaming"]
+    assert finding.metric == "completions/mean_chars" and finding.value == pytest.approx(83 / 35)
+
+
+def test_truncation_without_a_budget_ends_its_evidence_plainly():
+    rows = with_values(healthy(), "completions/clipped_ratio", [1.0] * STEPS)
+    assert diagnose(rows)["truncation"].evidence.endswith(
+        "completions run into max_new_tokens and are scored cut off")
+
+
+def test_diagnose_takes_the_trained_rewards_from_the_run_config(tmp_path):
+    rows = with_values(healthy(), "completions/mean_length", [30 + 2 * s for s in range(STEPS)])
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "config.json").write_text(json.dumps({"reward_funcs": ["length_reward"]}))
+    assert "pays for length" in diagnose(tmp_path)["length gaming"].evidence
+
+
+def test_explicit_true_score_and_reward_funcs_reach_the_hacking_check():
+    rows = hacked([0.20, 0.18, 0.15, 0.12, 0.10, 0.08, 0.05])
+    for row in rows:  # a second held-out score: the automatic choice is now ambiguous...
+        if "eval/unit_test_reward" in row:
+            row["eval/other"] = 0.3
+    assert diagnose(rows)["hacking"].status == "flagged"  # ...but unit_test_reward is preferred
+    chosen = diagnose(rows, true_score="eval/other")["hacking"]
+    assert chosen.metric.endswith("vs eval/other") and "stays flat" in chosen.evidence
+    two = [{"step": s, "reward": 0.1 * s + 0.5, "rewards/a/mean": 0.1 * s, "rewards/b/mean": 0.5,
+            "eval/b": 0.5} for s in range(1, 11)]
+    assert diagnose(two)["hacking"].status == "not measured"  # a + b is the reward: both trained
+    told = diagnose(two, reward_funcs=["a"])["hacking"]
+    assert told.metric == "reward vs eval/b" and told.flagged
+
+
+def test_a_single_held_out_candidate_is_the_true_score():
+    assert find_true_score([{"step": 1, "eval/pass_rate": 0.1}]) == "eval/pass_rate"
+    assert find_true_score([{"step": 1, "eval/pass_rate": 0.1, "eval/unit_test_reward": 0.2}]) \
+        == "eval/unit_test_reward"
+
+
+def test_evidence_numbers_have_three_significant_digits():
+    finding = diagnose(with_values(healthy(n=10), "kl", [0.0123456] * 10))["KL blow-up"]
+    assert finding.evidence == "kl peaked at 0.0123 (step 1), no spike"
+
+
+def test_what_collapse_says_when_it_cannot_judge():
+    rows = healthy()
+    no_entropy = [{k: v for k, v in r.items() if k != "entropy"} for r in rows]
+    neither = [{k: v for k, v in r.items() if k not in ("entropy", "reward_std")} for r in rows]
+    assert diagnose(no_entropy)["collapse"].evidence == "entropy not logged"
+    assert diagnose(neither)["collapse"].evidence == "entropy and reward_std not logged"
+    few = diagnose(healthy(n=5))["collapse"]
+    assert few.evidence == "5 steps: too few to see a trend (needs 6)"
+    assert few.metric == "entropy, reward_std"
+    calm = diagnose(healthy())["collapse"]
+    assert calm.evidence.startswith("entropy 1.") and "; reward_std 0." in calm.evidence
+    assert calm.value == pytest.approx(trend(*series(rows, "entropy")).last)
+
+
+def test_what_the_hacking_check_says_when_it_cannot_judge():
+    none = diagnose(healthy())["hacking"]
+    assert none.metric == "reward vs a true score"
+    assert none.evidence.startswith("no held-out true score was logged (an eval/... metric")
+    two = [{"step": 1, "reward": 0.1, "eval/a": 0.1, "eval/b": 0.2}]
+    assert diagnose(two)["hacking"].metric == "reward vs ?"
+    one = diagnose(two, true_score="eval/a")["hacking"]
+    assert one.metric == "reward vs eval/a"
+    assert one.evidence == "1 value(s) of eval/a, and of reward: needs two of each"
+    flat = with_values(hacked([0.2] * 7), "reward", [0.5] * STEPS)
+    flat = [{k: v for k, v in r.items() if k != "eval/proxy_reward"} for r in flat]
+    calm = diagnose(flat)["hacking"]
+    assert calm.evidence.endswith(": the proxy does not climb") and calm.value is None
+    assert calm.metric == "reward vs eval/unit_test_reward"
+
+
+def test_an_explicit_proxy_shows_the_held_out_proxy_as_context():
+    finding = diagnose(hacked([0.20, 0.18, 0.15, 0.12, 0.10, 0.08, 0.05]), proxy="reward")[
+        "hacking"]
+    assert "; held out, eval/proxy_reward 0." in finding.evidence
+    assert finding.evidence.count("held out, ") == 1
+
+
+def test_a_single_kl_spike_is_shown_without_an_ellipsis():
+    finding = diagnose(with_values(healthy(n=4), "kl", [0.01, 0.01, 0.01, 0.5]))["KL blow-up"]
+    assert finding.evidence == "step 4: 0.5, 50x the median 0.01 of the steps before"
+
+
+def test_the_kl_median_is_the_middle_of_exactly_the_ten_steps_before():
+    kl = [1e-4] + [0.05] * 5 + [0.001] * 5 + [0.3]  # ten before step 12: median 0.05, 6x
+    assert kl_status(kl) == "ok"
+
+
+def test_describe_rounds_to_the_digits_asked():
+    pair = trend([1, 2], [0.12345, 0.5])
+    assert pair.describe("x") == "x 0.123 (step 1) -> 0.5 (step 2), Spearman(step, value) +1.00"
+    assert pair.describe("x", digits=2).startswith("x 0.12 (step 1)")

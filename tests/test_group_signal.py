@@ -32,7 +32,7 @@ def test_expected_zero_std_fraction_by_hand():
 
 @pytest.mark.parametrize("p, k", [(-0.1, 4), (1.5, 4), (0.5, 0)])
 def test_expected_zero_std_fraction_rejects_bad_input(p, k):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"p must lie in \[0, 1\]|group size k must be >= 1"):
         expected_zero_std_fraction(p, k)
 
 

@@ -156,11 +156,11 @@ def test_the_gpu_check_report_reads_as_a_table():
 
     report = {"device_name": "Tesla T4", "precision": "float16 autocast with loss scaling",
               "model": "SmolLM2-135M-Instruct (offline package)", "sizes": {"group_size": 8},
-              "ours": {"step_times": [2.0, 1.0, 3.0], "rollout_tokens_per_s": 900.4,
-                       "peak_gib": 5.25},
+              "ours": {"median_step_s": 2.0, "rollout_tokens_per_s": 900.4,
+                       "peak_memory_gib": 5.25, "memory_kind": "GPU allocated"},
               "trl": None, "trl_error": "No module named 'trl'",
               "memory_plan": "micro-batch 4", "exp1_mean_chars": [40.2, 31.0]}
     text = report_markdown(report)
     assert "| median step (s) | 2.00 | - |" in text
-    assert "| rollout tokens/s | 900 | - |" in text and "| peak GPU memory (GiB) | 5.25 | - |" in text
+    assert "| rollout tokens/s | 900 | - |" in text and "| peak memory, GPU allocated (GiB) | 5.25 | - |" in text
     assert "mean characters per step: 40, 31" in text and "TRL did not run: No module" in text

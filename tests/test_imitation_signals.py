@@ -65,5 +65,5 @@ def test_feedback_counts():
     assert feedback_counts(10, 100) == {"sft": 10, "distillation": 1000, "rl": 1}
     assert feedback_counts(10, 100, num_attempts=4) == {"sft": 40, "distillation": 4000, "rl": 4}
     for bad in (0, -1, 1.5, True):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=f"num_tokens must be an int >= 1, got {bad}"):
             feedback_counts(bad, 100)

@@ -244,3 +244,93 @@ def test_bad_inputs_raise_value_errors(tiny_lm, batch):
         sequence_logprob(torch.zeros(2, 3), torch.ones(2, 4))
     with pytest.raises(ValueError, match=r"completion_ids must be \[B, C\]"):
         completion_mask(torch.zeros(3, dtype=torch.long), EOS)
+
+
+# --- dtypes, shapes and defaults ------------------------------------------------------------------
+
+
+def test_the_completion_mask_is_long_whatever_the_id_dtype():
+    ids = torch.tensor([[5, EOS, 7], [5, 6, 7]], dtype=torch.int32)
+    assert completion_mask(ids, EOS).dtype == torch.long
+    assert completion_mask(ids[:, :0], EOS).dtype == torch.long
+    assert completion_mask(ids, [EOS]).tolist() == [[1, 1, 0], [1, 1, 1]]
+
+
+def test_a_zero_width_completion_gives_float32_and_no_entropy_unless_asked(tiny_lm, batch):
+    input_ids, attention_mask, _ = batch
+    logps = token_logprobs(tiny_lm, input_ids, attention_mask, 0)
+    assert isinstance(logps, torch.Tensor) and logps.shape == (3, 0)
+    assert logps.dtype == torch.float32
+    both = token_logprobs(tiny_lm, input_ids, attention_mask, 0, return_entropy=True)
+    assert [t.dtype for t in both] == [torch.float32, torch.float32]
+
+
+def test_float64_logits_stay_float64():
+    generator = torch.Generator().manual_seed(4)
+    logits = torch.randn(2, 3, VOCAB, generator=generator, dtype=torch.float64)
+    labels = torch.randint(VOCAB, (2, 3), generator=generator)
+    assert logprobs_from_logits(logits, labels).dtype == torch.float64
+    assert token_entropy(logits).dtype == torch.float64
+    torch.testing.assert_close(logprobs_from_logits(logits, labels, 0.7),
+                               naive_logprobs(logits, labels, 0.7))
+
+
+def test_bf16_logits_at_a_temperature_are_divided_in_float32():
+    generator = torch.Generator().manual_seed(5)
+    logits = (4 * torch.randn(2, 6, VOCAB, generator=generator)).to(torch.bfloat16)
+    labels = torch.randint(VOCAB, (2, 6), generator=generator)
+    torch.testing.assert_close(logprobs_from_logits(logits, labels, 0.7).double(),
+                               naive_logprobs(logits, labels, 0.7), atol=1e-5, rtol=1e-6)
+    entropy = token_entropy(logits, 0.7)
+    probs = torch.softmax(logits.double() / 0.7, dim=-1)
+    torch.testing.assert_close(entropy.double(), -(probs * probs.log()).sum(-1),
+                               atol=1e-5, rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(VOCAB,), (7, VOCAB), (2, 3, VOCAB), (2, 2, 3, VOCAB)])
+def test_token_entropy_takes_any_leading_shape(shape):
+    generator = torch.Generator().manual_seed(6)
+    logits = 3 * torch.randn(*shape, generator=generator)
+    probs = torch.softmax(logits.double(), dim=-1)
+    entropy = token_entropy(logits, chunk_size=2)  # default temperature: 1
+    assert entropy.shape == shape[:-1]
+    torch.testing.assert_close(entropy.double(), -(probs * probs.log()).sum(-1),
+                               atol=1e-5, rtol=1e-6)
+
+
+def test_the_default_temperature_is_1():
+    generator = torch.Generator().manual_seed(7)
+    logits = torch.randn(1, 4, VOCAB, generator=generator)
+    labels = torch.randint(VOCAB, (1, 4), generator=generator)
+    torch.testing.assert_close(logprobs_from_logits(logits, labels),
+                               logprobs_from_logits(logits, labels, 1.0))
+    torch.testing.assert_close(token_entropy(logits), token_entropy(logits, 1.0))
+    assert not torch.equal(token_entropy(logits), token_entropy(logits, 2.0))
+
+
+@pytest.mark.parametrize("temperature", [0.0, -1.0, float("nan")])
+def test_a_temperature_that_is_not_positive_is_refused_everywhere(temperature):
+    logits, labels = torch.zeros(1, 2, VOCAB), torch.zeros(1, 2, dtype=torch.long)
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        logprobs_from_logits(logits, labels, temperature)
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        token_entropy(logits, temperature)
+
+
+def test_a_chunk_size_below_1_is_refused():
+    with pytest.raises(ValueError, match="chunk_size must be >= 1, got 0"):
+        token_entropy(torch.zeros(1, 2, VOCAB), chunk_size=0)
+
+
+def test_the_gradient_of_bf16_logits_at_a_temperature_is_computed_in_float32():
+    generator = torch.Generator().manual_seed(8)
+    logits = (4 * torch.randn(2, 6, VOCAB, generator=generator)).to(torch.bfloat16)
+    labels = torch.randint(VOCAB, (2, 6), generator=generator)
+    weights = torch.randn(2, 6, generator=generator)
+    reference = logits.double().requires_grad_()
+    (naive_logprobs(reference, labels, 0.7) * weights).sum().backward()
+    leaf_logits = logits.clone().requires_grad_()
+    (logprobs_from_logits(leaf_logits, labels, 0.7) * weights).sum().backward()
+    # off by bf16's rounding of the result only (a bf16 softmax would be off by ~1e-2)
+    torch.testing.assert_close(leaf_logits.grad.double(), reference.grad.to(torch.bfloat16).double(),
+                               rtol=8e-3, atol=1e-4)

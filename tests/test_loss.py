@@ -293,3 +293,130 @@ def test_bad_inputs_raise_value_errors():
         policy_gradient_loss(token_logps, mask, torch.zeros(3))
     with pytest.raises(ValueError, match="ref_token_logps must have"):
         kl_k3(token_logps, torch.zeros(3, 3))
+
+
+# --- defaults, band edges and single tokens -------------------------------------------------------
+
+RATIOS = torch.tensor([[0.5, 0.875, 1.0, 1.125, 1.5]])
+
+
+def logps_for(ratios: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(token_logps, old_token_logps)`` whose ratio is ``ratios``."""
+    old = torch.full_like(ratios, -2.0)
+    return old + ratios.log(), old
+
+
+def test_the_default_clip_band_is_0_2_on_both_sides():
+    logps, old = logps_for(torch.tensor([[0.5, 1.5], [0.5, 1.5]]))
+    advantages, mask = torch.tensor([1.0, -1.0]), torch.ones(2, 2)
+    explicit = clipped_surrogate(logps, old, advantages, epsilon=0.2, epsilon_high=0.2)
+    torch.testing.assert_close(clipped_surrogate(logps, old, advantages), explicit)
+    # A > 0 stops at 1.2 once rho > 1.2; A < 0 stops at 0.8 once rho < 0.8
+    torch.testing.assert_close(explicit, torch.tensor([[-0.5, -1.2], [0.8, 1.5]]))
+    loss, metrics = grpo_loss(logps, old, advantages, mask)
+    same, same_metrics = grpo_loss(logps, old, advantages, mask, epsilon=0.2, epsilon_high=0.2,
+                                   loss_type="grpo")
+    assert loss.item() == same.item() and metrics == same_metrics
+    assert clip_metrics((logps - old).exp(), advantages, mask) == same_metrics
+    assert metrics["clip_ratio/region_mean"] == 0.5
+
+
+def test_clipped_surrogate_uses_epsilon_high_above_and_epsilon_below():
+    logps, old = logps_for(torch.tensor([[0.5, 1.5]]))
+    up = clipped_surrogate(logps, old, torch.tensor([1.0]), epsilon=0.25, epsilon_high=0.375)
+    down = clipped_surrogate(logps, old, torch.tensor([-1.0]), epsilon=0.25, epsilon_high=0.375)
+    torch.testing.assert_close(up, torch.tensor([[-0.5, -1.375]]))
+    torch.testing.assert_close(down, torch.tensor([[0.75, 1.5]]))
+    with pytest.raises(ValueError, match=r"^old_token_logps must have token_logps' shape"):
+        clipped_surrogate(logps, torch.zeros(1, 3), torch.tensor([1.0]))
+
+
+def test_grpo_loss_reads_the_old_logprobs_and_both_band_edges():
+    logps, old = logps_for(RATIOS)
+    mask = torch.ones_like(RATIOS)
+    for advantage, clipped in ((1.0, [0, 0, 0, 0, 1]), (-1.0, [1, 0, 0, 0, 0])):
+        loss, metrics = grpo_loss(logps, old, torch.tensor([advantage]), mask,
+                                  epsilon=0.25, epsilon_high=0.25)
+        expected_low = sum(clipped) / 5 if advantage < 0 else 0.0
+        expected_high = sum(clipped) / 5 if advantage > 0 else 0.0
+        assert metrics["clip_ratio/low_mean"] == pytest.approx(expected_low)
+        assert metrics["clip_ratio/high_mean"] == pytest.approx(expected_high)
+        objective = torch.minimum(RATIOS * advantage, RATIOS.clamp(0.75, 1.25) * advantage)
+        assert loss.item() == pytest.approx(-objective.mean().item(), rel=1e-6)
+    wide, _ = grpo_loss(logps, old, torch.tensor([1.0]), mask, epsilon=0.25, epsilon_high=0.5)
+    assert wide.item() == pytest.approx(-(0.5 + 0.875 + 1.0 + 1.125 + 1.5) / 5, rel=1e-6)
+
+
+def test_clip_metrics_count_only_tokens_the_advantage_pushes_out_of_the_band():
+    ratios, mask = torch.tensor([[0.5, 1.5], [0.5, 1.5], [0.5, 1.5]]), torch.ones(3, 2)
+    metrics = clip_metrics(ratios, torch.tensor([0.0, 0.5, -0.5]), mask, epsilon=0.25)
+    # A = 0 is never clipped; A = 0.5 only above the band, A = -0.5 only below it
+    assert metrics == {"clip_ratio/low_mean": pytest.approx(1 / 6),
+                       "clip_ratio/high_mean": pytest.approx(1 / 6),
+                       "clip_ratio/region_mean": pytest.approx(2 / 6)}
+    band_edges = clip_metrics(torch.tensor([[0.75, 1.25]]), torch.tensor([1.0]), torch.ones(1, 2),
+                              epsilon=0.25)
+    assert band_edges["clip_ratio/region_mean"] == 0.0
+    one_token = clip_metrics(torch.tensor([[1.5, 1.0]]), torch.tensor([1.0]),
+                             torch.tensor([[1, 0]]), epsilon=0.25)
+    assert one_token["clip_ratio/high_mean"] == 1.0  # one token of one: the mean is 1
+
+
+def test_a_zero_wide_band_is_allowed():
+    logps, old = logps_for(torch.tensor([[0.5, 1.5]]))
+    loss, metrics = grpo_loss(logps, old, torch.tensor([1.0]), torch.ones(1, 2), epsilon=0.0,
+                              epsilon_high=0.0)
+    assert loss.item() == pytest.approx(-(0.5 + 1.0) / 2)
+    assert metrics["clip_ratio/high_mean"] == 0.5
+
+
+@pytest.mark.parametrize("loss_type", LOSS_TYPES)
+def test_a_single_token_batch_is_that_tokens_loss(loss_type):
+    logps, old = logps_for(torch.tensor([[1.5, 1.0, 1.0]]))
+    mask = torch.tensor([[1, 0, 0]])
+    loss, _ = grpo_loss(logps, old, torch.tensor([-2.0]), mask, loss_type=loss_type,
+                        max_completion_length=1, num_items_in_batch=1)
+    assert loss.item() == pytest.approx(3.0)  # -min(1.5 * -2, 1.2 * -2)
+
+
+def test_bnpo_ignores_num_items_in_batch_and_dapo_divides_by_it():
+    logps, old = logps_for(torch.tensor([[1.0, 1.0], [1.0, 1.0]]))
+    mask, advantages = torch.tensor([[1, 1], [1, 0]]), torch.tensor([1.0, 1.0])
+    bnpo, _ = grpo_loss(logps, old, advantages, mask, loss_type="bnpo", num_items_in_batch=30)
+    dapo, _ = grpo_loss(logps, old, advantages, mask, loss_type="dapo", num_items_in_batch=30)
+    assert bnpo.item() == pytest.approx(-1.0)  # -3 / the batch's own 3 tokens
+    assert dapo.item() == pytest.approx(-3 / 30)
+
+
+def test_dr_grpo_divides_by_rows_times_max_completion_length():
+    logps, old = logps_for(torch.ones(2, 3))
+    mask, advantages = torch.tensor([[1, 1, 1], [1, 0, 0]]), torch.tensor([1.0, 1.0])
+    loss, _ = grpo_loss(logps, old, advantages, mask, loss_type="dr_grpo",
+                        max_completion_length=5)
+    assert loss.item() == pytest.approx(-4 / (2 * 5))
+    one, _ = grpo_loss(logps, old, advantages, mask, loss_type="dr_grpo",
+                       max_completion_length=1)
+    assert one.item() == pytest.approx(-4 / 2)
+
+
+def test_grpo_loss_counts_clipped_tokens_with_its_own_asymmetric_band():
+    logps, old = logps_for(RATIOS)
+    mask = torch.ones_like(RATIOS)
+    _, up = grpo_loss(logps, old, torch.tensor([1.0]), mask, epsilon=0.1, epsilon_high=0.3)
+    _, down = grpo_loss(logps, old, torch.tensor([-1.0]), mask, epsilon=0.1, epsilon_high=0.3)
+    assert up["clip_ratio/high_mean"] == pytest.approx(1 / 5)  # only 1.5 > 1.3
+    assert down["clip_ratio/low_mean"] == pytest.approx(2 / 5)  # 0.5 and 0.875 < 0.9
+
+
+def test_band_edges_are_inside_on_both_sides():
+    edges, mask = torch.tensor([[0.75, 1.25]]), torch.ones(1, 2)
+    for advantage in (1.0, -1.0):
+        metrics = clip_metrics(edges, torch.tensor([advantage]), mask, epsilon=0.25)
+        assert metrics["clip_ratio/region_mean"] == 0.0
+
+
+def test_aggregate_loss_defaults_to_grpo_and_dr_grpo_to_the_width():
+    per_token, mask = torch.tensor([[1.0, 2.0], [3.0, 0.0]]), torch.tensor([[1, 1], [1, 0]])
+    assert aggregate_loss(per_token, mask).item() == aggregate_loss(per_token, mask, "grpo").item()
+    one_wide = torch.tensor([[2.0], [4.0]])
+    assert aggregate_loss(one_wide, torch.ones(2, 1), "dr_grpo").item() == pytest.approx(3.0)

@@ -55,7 +55,7 @@ def _all_score_one(rows: list[dict]) -> list[tuple[int, str, str]]:
 def test_split_boundaries_follow_the_paper():
     assert [mbpp.split_of(i) for i in (1, 10, 11, 510, 511, 600, 601, 974)] == [
         "prompt", "prompt", "test", "test", "validation", "validation", "train", "train"]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="from 1 to 974, not 975"):
         mbpp.split_of(975)
 
 

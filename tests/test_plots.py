@@ -64,7 +64,7 @@ def test_live_plot_redraws_every_n_steps(tmp_path):
 
 def test_not_a_notebook_under_pytest():
     assert not in_notebook()
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="every must be >= 1, got 0"):
         LivePlot(every=0)
 
 

@@ -8,6 +8,7 @@ import pytest
 from grpo_core.rewards import (
     LONG_CODE_CHARS,
     accuracy_reward,
+    defines_function,
     defines_function_reward,
     extract_answer,
     extract_code,
@@ -49,6 +50,24 @@ def test_whitespace_is_allowed_at_the_ends_and_inside_the_tags(completion, answe
 
 
 @pytest.mark.parametrize("completion", [
+    "\t<answer>72</answer>\t", "\r\n<answer>72</answer>\r\n",
+    " \t\r\n<answer>72</answer>\n\r\t ", "Reasoning.\r\n<answer>\t72\r\n</answer>\r\n",
+])
+def test_tabs_and_crlf_at_the_ends_count_as_whitespace(completion):
+    assert extract_answer(completion) == "72"
+    assert format_reward([completion]) == [1.0]
+    assert accuracy_reward([completion], answer=["72"]) == [2.0]
+
+
+@pytest.mark.parametrize("completion", [
+    "\t<answer>72</answer>\tx", "<answer>72</answer>\r\n.", "\t<answer>\t\r\n</answer>",
+])
+def test_text_after_the_closing_tag_or_an_empty_answer_breaks_the_format_with_tabs_and_crlf(completion):
+    assert extract_answer(completion) is None
+    assert format_reward([completion]) == [0.0]
+
+
+@pytest.mark.parametrize("completion", [
     "<answer>72</answer>.", "<answer>72</answer> ok", "<answer></answer>", "<answer>  </answer>",
     "<answer>71</answer> <answer>72</answer>", "</answer>72<answer>", "<answer>72", "72",
     "<ANSWER>72</ANSWER>", "<answer>7<answer>2</answer>",
@@ -83,6 +102,14 @@ def test_length_reward_is_minus_the_distance_to_20_characters():
     five = make_length_reward(5)
     assert five(["abcde", "abc"]) == [0.0, -2.0]
     assert five.__name__ == length_reward.__name__ == "length_reward"  # TRL logs by name
+    assert "5" in five.__doc__ and "20" in length_reward.__doc__
+
+
+def test_length_reward_counts_whitespace_characters():
+    assert length_reward([" " * 20, "\t\n" * 10, "a b\tc\r\n", "\n" * 23]) == [
+        0.0, 0.0, -13.0, -3.0]
+    chat = [[{"role": "assistant", "content": " " * 18}]]
+    assert length_reward(chat) == [-2.0]
 
 
 # ---------------------------------------------------------------- code extraction
@@ -160,3 +187,78 @@ def test_the_proxies_take_conversational_completions():
     assert defines_function_reward(conversation, entry_point=["add"]) == [1.0]
     assert long_function_reward(conversation, entry_point=["add"]) == [
         pytest.approx(len(STUB.strip("\n")) / LONG_CODE_CHARS)]
+
+
+# ---------------------------------------------------------------- edges of what each reward reads
+
+def test_a_missing_column_is_named_in_the_error():
+    with pytest.raises(TypeError, match="dataset column 'tests'"):
+        unit_test_reward(["def f(): pass"])
+    with pytest.raises(ValueError, match="column 'setup_code' must hold one value per completion"):
+        unit_test_reward(["def f(): pass"], tests=[["assert f() is None"]], setup_code=["", ""])
+    with pytest.raises(ValueError, match="column 'tests' must hold one value per completion"):
+        unit_test_reward(["def f(): pass"] * 2, tests=[["assert f() is None"]])
+    for reward in (defines_function_reward, long_function_reward):
+        with pytest.raises(TypeError, match="dataset column 'entry_point'"):
+            reward(["def f(): pass"])
+        with pytest.raises(ValueError, match="column 'entry_point' must hold one value"):
+            reward(["def f(): pass"], entry_point=["f", "g"])
+
+
+def test_a_completion_must_be_text_or_a_list_of_messages():
+    for bad in ([], [1, 2], ["a", "b"], 3):
+        with pytest.raises(TypeError, match="a string or a list of messages"):
+            format_reward([bad])
+    assert length_reward([[{"role": "assistant"}]]) == [-20.0]  # no content: the empty text
+
+
+def test_numbers_match_only_when_both_are_plain_decimals():
+    completions = ["<answer>1e2</answer>", "<answer>100</answer>", "<answer>0x10</answer>"]
+    assert accuracy_reward(completions, answer=["100", "1e2", "16"]) == [0.0, 0.0, 0.0]
+    assert accuracy_reward(["<answer>1e2</answer>"], answer=["1e2"]) == [2.0]  # same text
+
+
+@pytest.mark.parametrize("label", ["python", "Python", "PYTHON", "py", "PY", "python3",
+                                   "Python3", ""])
+def test_python_fences_are_read_whatever_their_case(label):
+    # code that only a fence marks as code (no def) and that starts and ends with an X
+    assert extract_code(f"Code:\n```{label}\nX = 1\nprint(X)\n```\nDone.") == "X = 1\nprint(X)"
+
+
+def test_other_fences_are_not_code():
+    assert extract_code("```javascript\nfunction f() {}\n```") == ""
+    # a javascript block is skipped: the code is then the first python block
+    assert extract_code("```js\nlet x = 1\n```\n```py\nx = 2\n```") == "x = 2"
+
+
+def test_bare_code_keeps_the_first_line_that_parses_alone():
+    assert extract_code("Here:\ndef f(): return 1\nThat is all, folks.") == "def f(): return 1"
+    assert extract_code("\nX = 1\nprint(X)\n\n") == "X = 1\nprint(X)"  # parses as it is
+    assert extract_code("Sure:\ndef broken(:\n    pass\n") == ""  # nothing of it parses
+
+
+def test_defines_function_needs_code_that_parses_and_a_name():
+    assert defines_function("def f():\n    return 1\n", "f")
+    assert not defines_function("def f(:\n    return 1\n", "f")
+    assert not defines_function("def f():\n    return 1\n", "")
+    assert not defines_function("class f:\n    pass\n", "f")
+    assert defines_function("async def f():\n    return 1\n", "f")
+
+
+def test_long_function_reward_pays_nothing_for_long_code_without_the_function():
+    other = "def plus(a, b):\n" + "    a = a + 0\n" * 30 + "    return a + b\n"
+    assert defines_function_reward([other], entry_point=["add"]) == [0.0]
+    assert long_function_reward([other], entry_point=["add"]) == [0.0]
+    assert long_function_reward([other], entry_point=["plus"]) == [1.0]
+
+
+def test_extract_code_keeps_the_codes_own_spaces_and_drops_only_blank_lines_around_it():
+    fenced = "```python\n\n    # an indented comment\nx = 1\t\n\n```"
+    assert extract_code(fenced) == "    # an indented comment\nx = 1\t"
+    assert extract_code("\n    # a note\nx = 1\n\n") == "    # a note\nx = 1"
+
+
+def test_bare_code_is_given_up_after_200_trailing_lines():
+    assert extract_code("def f(): return 1\n" + "and some prose\n" * 199) == "def f(): return 1"
+    assert extract_code("def f(): return 1\n" + "and some prose\n" * 200) == ""
+

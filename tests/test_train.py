@@ -323,7 +323,7 @@ def test_hacking_split_holds_out_problems_it_never_trains_on():
     assert not {r["task_id"] for r in training} & {r["task_id"] for r in held_out}
 
 
-def test_hacking_proxy_option_picks_the_reward_and_is_refused_elsewhere():
+def test_hacking_proxy_option_picks_the_reward_and_is_refused_elsewhere(capsys):
     from grpo_core.experiments import hacking_experiment, hacking_proxy
     from grpo_core.profiles import get_profile
     from grpo_core.rewards import defines_function_reward, unit_test_reward
@@ -336,5 +336,7 @@ def test_hacking_proxy_option_picks_the_reward_and_is_refused_elsewhere():
         hacking_proxy("tests_pass")
     with pytest.raises(SystemExit, match="--proxy belongs to hacking"):
         main(["length", "--profile", "smoke", "--proxy", "long_function", "--out", "/nonexistent"])
-    with pytest.raises(SystemExit):  # argparse: not one of the choices
+    capsys.readouterr()
+    with pytest.raises(SystemExit, match="^2$"):  # argparse's usage error: not one of the choices
         main(["hacking", "--profile", "smoke", "--proxy", "tests_pass", "--out", "/nonexistent"])
+    assert "invalid choice: 'tests_pass'" in capsys.readouterr().err

@@ -74,17 +74,17 @@ def test_scale_none_and_batch_follow_group_advantages():
 
 
 def test_group_summary_rejects_bad_input():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="at least 2 rewards to compare, got 1"):
         group_summary([1.0])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="std_convention must be one of .*got 'median'"):
         group_summary([0, 1], std_convention="median")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="every group in the batch must have k = 2 rewards"):
         group_summary([0, 1], scale="batch", other_groups=[[0, 1, 2]])
 
 
 def test_parse_rewards():
     assert parse_rewards("0, 1,1  2") == [0.0, 1.0, 1.0, 2.0]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="numbers separated by commas.*got '0, one'"):
         parse_rewards("0, one")
 
 
@@ -121,9 +121,9 @@ def test_clip_curves_asymmetric_band():
     curves = clip_curves(0.2, 0.28, (0.5, 1.5), 1.0, points=101)
     assert curves.band == pytest.approx((0.8, 1.28))
     assert curves.zero_regions[0][0] > 1.28
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="advantage must be non-zero"):
         clip_curves(advantage=0.0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"ratio_range must satisfy 0 < low < high, got \(1.5, 0.5\)"):
         clip_curves(ratio_range=(1.5, 0.5))
 
 

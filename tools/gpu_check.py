@@ -24,10 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import statistics
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -68,12 +65,6 @@ def sizes(smoke: bool) -> dict[str, int]:
             "max_new_tokens": gpu.max_new_tokens}
 
 
-def peak_gib(device: str) -> float | None:
-    import torch
-
-    return torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None
-
-
 def reset_peak(device: str) -> None:
     import torch
 
@@ -82,97 +73,21 @@ def reset_peak(device: str) -> None:
         torch.cuda.reset_peak_memory_stats()
 
 
-def timed_generate(model: Any, log: list[tuple[float, int]], device: str) -> None:
-    """Record (seconds, new tokens) of every ``generate`` call."""
-    import torch
-
-    original = model.generate
-
-    def generate(*args: Any, **kwargs: Any) -> Any:
-        if device == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        output = original(*args, **kwargs)
-        if device == "cuda":
-            torch.cuda.synchronize()
-        width = (kwargs.get("input_ids") if "input_ids" in kwargs else args[0]).shape[1]
-        log.append((time.perf_counter() - start, int(output[:, width:].numel())))
-        return output
-
-    model.generate = generate
-
-
-def ours(device: str, precision: Any, shape: dict[str, int], steps: int,
-         learning_rate: float = 0.0) -> dict[str, Any]:
-    """Our loop at the gpu profile's settings (learning rate 0 by default: every step does the
-    same work)."""
+def exp1_steps(device: str, precision: Any, shape: dict[str, int], steps: int) -> list[float]:
+    """A few real steps of experiment 1 (learning rate 2e-5): mean characters per step."""
     import torch
 
     from grpo_core.loop import TrainConfig, train
     from grpo_core.rewards import length_reward
     from grpo_core.run_files import EXP1_PROMPTS, read_jsonl
 
-    reset_peak(device)
-    model, tokenizer, which = load_model(device, torch.float32)
-    generations: list[tuple[float, int]] = []
-    timed_generate(model, generations, device)
-    config = TrainConfig(**shape, max_steps=steps + 1, learning_rate=learning_rate,
-                         loss_type="grpo", beta=0.0, save_checkpoint=False,
-                         autocast_dtype=precision.autocast, loss_scaling=precision.loss_scaling)
-    rows = read_jsonl(EXP1_PROMPTS)
-    result = train(model, tokenizer, rows, length_reward, config, progress=False)
-    return {"model": which, "step_times": [r["step_time"] for r in result.metrics[1:]],
-            "rollout_tokens_per_s": _throughput(generations[1:]), "peak_gib": peak_gib(device),
-            "metrics": result.metrics}
-
-
-def trl(device: str, precision: Any, shape: dict[str, int], steps: int) -> dict[str, Any]:
-    """TRL's GRPOTrainer at the same settings and precision."""
-    import torch
-    from datasets import Dataset
-    from transformers import TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
-
-    from grpo_core.rewards import length_reward
-    from grpo_core.run_files import EXP1_PROMPTS, read_jsonl
-
-    reset_peak(device)
-    model, tokenizer, which = load_model(device, torch.float32)
-    generations: list[tuple[float, int]] = []
-    timed_generate(model, generations, device)
-    times: list[float] = []
-
-    class StepTimer(TrainerCallback):
-        def on_step_begin(self, args, state, control, **kwargs):
-            if device == "cuda":
-                torch.cuda.synchronize()
-            self.start = time.perf_counter()
-
-        def on_step_end(self, args, state, control, **kwargs):
-            if device == "cuda":
-                torch.cuda.synchronize()
-            times.append(time.perf_counter() - self.start)
-
-    rows = [{"prompt": [{"role": "user", "content": r["prompt"]}]} for r in read_jsonl(EXP1_PROMPTS)]
-    with tempfile.TemporaryDirectory() as out:
-        args = GRPOConfig(
-            output_dir=out, bf16=precision.autocast == "bfloat16",
-            fp16=precision.autocast == "float16", use_cpu=device == "cpu", report_to="none",
-            save_strategy="no", logging_steps=1, disable_tqdm=True, max_steps=steps + 1,
-            num_generations=shape["group_size"],
-            per_device_train_batch_size=shape["group_size"] * shape["prompts_per_step"],
-            max_completion_length=shape["max_new_tokens"], learning_rate=0.0, beta=0.0,
-            loss_type="grpo", temperature=1.0, top_p=1.0, seed=0, lr_scheduler_type="constant")
-        GRPOTrainer(model=model, reward_funcs=length_reward, args=args,
-                    train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
-                    callbacks=[StepTimer()]).train()
-    return {"model": which, "step_times": times[1:],
-            "rollout_tokens_per_s": _throughput(generations[1:]), "peak_gib": peak_gib(device)}
-
-
-def _throughput(generations: list[tuple[float, int]]) -> float:
-    seconds = sum(s for s, _ in generations)
-    return sum(t for _, t in generations) / seconds if seconds else float("nan")
+    model, tokenizer, _ = load_model(device, torch.float32)
+    config = TrainConfig(**shape, max_steps=steps, learning_rate=2e-5, loss_type="grpo",
+                         beta=0.0, save_checkpoint=False, autocast_dtype=precision.autocast,
+                         loss_scaling=precision.loss_scaling)
+    result = train(model, tokenizer, read_jsonl(EXP1_PROMPTS), length_reward, config,
+                   progress=False)
+    return [record["completions/mean_chars"] for record in result.metrics]
 
 
 def report_markdown(report: dict[str, Any]) -> str:
@@ -181,12 +96,12 @@ def report_markdown(report: dict[str, Any]) -> str:
              f"sizes: {report['sizes']}", "", "| what | ours | TRL |", "|---|---|---|"]
     o, t = report["ours"], report.get("trl") or {}
     fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
-    lines.append(f"| median step (s) | {fmt(statistics.median(o['step_times']), '.2f')} | "
-                 f"{fmt(statistics.median(t['step_times']) if t else None, '.2f')} |")
+    lines.append(f"| median step (s) | {fmt(o['median_step_s'], '.2f')} | "
+                 f"{fmt(t.get('median_step_s'), '.2f')} |")
     lines.append(f"| rollout tokens/s | {fmt(o['rollout_tokens_per_s'], '.0f')} | "
                  f"{fmt(t.get('rollout_tokens_per_s'), '.0f')} |")
-    lines.append(f"| peak GPU memory (GiB) | {fmt(o['peak_gib'], '.2f')} | "
-                 f"{fmt(t.get('peak_gib'), '.2f')} |")
+    lines.append(f"| peak memory, {o['memory_kind']} (GiB) | {fmt(o['peak_memory_gib'], '.2f')} | "
+                 f"{fmt(t.get('peak_memory_gib'), '.2f')} |")
     lines += ["", f"memory plan for this GPU: {report['memory_plan']}", "",
               "experiment 1 (length reward, lr 2e-5), mean characters per step: "
               + ", ".join(f"{c:.0f}" for c in report["exp1_mean_chars"])]
@@ -217,11 +132,20 @@ def main(argv: list[str] | None = None) -> int:
         "device_name": torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or "cpu",
         "torch": torch.__version__, "precision": precision.reason, "sizes": shape}
     print(f"{report['device_name']}: {precision.reason}; sizes {shape}", flush=True)
-    report["ours"] = ours(args.device, precision, shape, args.steps)
-    report["model"] = report["ours"].pop("model")
-    report["ours"].pop("metrics")
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_step  # the same step our CPU benchmark times, at the gpu profile's settings
+
+    def loader(device: str) -> tuple[Any, Any]:
+        model, tokenizer, report["model"] = load_model(device, torch.float32)
+        return model, tokenizer
+
+    reset_peak(args.device)
+    report["ours"] = bench_step.run_ours(args.steps, args.device, sizes=shape,
+                                         precision=precision, loader=loader)
     try:
-        report["trl"] = trl(args.device, precision, shape, args.steps)
+        reset_peak(args.device)
+        report["trl"] = bench_step.run_trl(args.steps, args.device, sizes=shape,
+                                           precision=precision, loader=loader)
     except ImportError as error:  # no TRL on the machine: say so, keep the rest
         report["trl"], report["trl_error"] = None, str(error)
     model, tokenizer, _ = load_model(args.device, torch.float32)
@@ -231,8 +155,7 @@ def main(argv: list[str] | None = None) -> int:
                           completion_tokens=shape["max_new_tokens"], precision=precision)
     report["memory_plan"] = plan.describe()
     del model
-    exp1 = ours(args.device, precision, shape, args.exp1_steps - 1, learning_rate=2e-5)
-    report["exp1_mean_chars"] = [r["completions/mean_chars"] for r in exp1["metrics"]]
+    report["exp1_mean_chars"] = exp1_steps(args.device, precision, shape, args.exp1_steps)
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
     (out / "report.md").write_text(report_markdown(report))
     print(report_markdown(report))

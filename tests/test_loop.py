@@ -1,0 +1,404 @@
+"""The loop's update on a tiny random model: which way a step moves the policy, micro-batches,
+the optimizer step, a rollout reused for several iterations, and the reference model.
+
+Every test goes through ``train`` (the public entry) with rewards chosen by position in the
+batch, so the advantages are known without reading the random model's text.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import time
+
+import pytest
+import torch
+
+from grpo_core.advantages import group_advantages
+from grpo_core.logprobs import completion_mask, token_logprobs
+from grpo_core.loop import TrainConfig, checkpoint_step, train
+from grpo_core.loss import LOSS_TYPES, grpo_loss
+
+PROMPTS = ["Say hello.", "Name a colour.", "Describe the sea."]
+GROUP = 4
+
+
+def config(**overrides) -> TrainConfig:
+    values = {"group_size": GROUP, "prompts_per_step": 2, "max_new_tokens": 6, "max_steps": 1,
+              "learning_rate": 1e-2, "seed": 0, "save_checkpoint": False, **overrides}
+    return TrainConfig(**values)
+
+
+def by_position(completions, **kwargs):
+    """1.0 for the first half of every group, 0.0 for the second: half the rows have A > 0."""
+    return [1.0 if index % GROUP < GROUP // 2 else 0.0 for index in range(len(completions))]
+
+
+def record_generate(model) -> list[torch.Tensor]:
+    """Keep every ``generate`` output (prompt + completion ids) the loop samples."""
+    calls, generate = [], model.generate
+
+    def recorded(*args, **kwargs):
+        output = generate(*args, **kwargs)
+        calls.append((kwargs["input_ids"].size(1), kwargs["attention_mask"], output))
+        return output
+
+    model.generate = recorded
+    return calls
+
+
+def completion_logps(model, call, eos_id: int) -> torch.Tensor:
+    """``[B]`` summed log-probs of one recorded rollout's completions (up to the first EOS)."""
+    prompt_len, prompt_mask, output = call
+    completions = output[:, prompt_len:]
+    mask = completion_mask(completions, [eos_id]).long()
+    attention = torch.cat([prompt_mask, mask], dim=1)
+    with torch.no_grad():
+        logps = token_logprobs(model.eval(), output, attention, completions.size(1))
+    return (logps * mask).sum(dim=1)
+
+
+def weights(model) -> torch.Tensor:
+    return torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+
+
+def test_one_update_makes_positive_advantage_completions_more_likely(tiny_policy):
+    model, tokenizer = tiny_policy
+    before = copy.deepcopy(model)
+    calls = record_generate(model)
+    train(model, tokenizer, PROMPTS, by_position, config(), progress=False)
+    (call,) = calls
+    change = (completion_logps(model, call, tokenizer.eos_token_id)
+              - completion_logps(before, call, tokenizer.eos_token_id))
+    advantages = group_advantages(torch.tensor(by_position([None] * change.numel())), GROUP)
+    assert (advantages > 0).sum() == (advantages < 0).sum() == change.numel() // 2
+    assert change[advantages > 0].mean() > 0  # the rewarded completions became more likely
+    assert change[advantages < 0].mean() < 0  # and the others less likely
+    assert (change * advantages).sum() > 0
+
+
+@pytest.mark.parametrize(("loss_type", "micro_batch_size", "scale", "stops_at_once"),
+                         [(t, None, "group", False) for t in LOSS_TYPES]
+                         + [("grpo", 2, "group", False), ("dapo", 4, "group", False),
+                            ("grpo", None, "none", False), ("dr_grpo", None, "group", True)])
+def test_the_logged_loss_and_gradient_are_grpo_loss_of_the_reused_batch(
+        tiny_policy, loss_type, micro_batch_size, scale, stops_at_once):
+    # the second step on one rollout, recomputed by hand from the recorded tokens: the old
+    # log-probs are the sampling policy's, the new ones the policy after step 1 (at the
+    # temperature of the config), the advantages group_advantages of the rewards
+    model, tokenizer = tiny_policy
+    eos_ids = [tokenizer.eos_token_id]
+    if stops_at_once:  # every token ends a completion: a batch one token wide
+        eos_ids = list(range(len(tokenizer)))
+        model.generation_config.eos_token_id = eos_ids
+    sampler = copy.deepcopy(model)
+    calls = record_generate(model)
+    after_step = []
+    cfg = config(loss_type=loss_type, micro_batch_size=micro_batch_size, num_iterations=2,
+                 max_steps=2, temperature=0.7, max_grad_norm=None, scale=scale, epsilon=0.05,
+                 epsilon_high=0.1)
+    result = train(model, tokenizer, PROMPTS, by_position, cfg, progress=False,
+                   callbacks=[lambda record: after_step.append(copy.deepcopy(model))])
+    ((prompt_len, prompt_mask, output),) = calls
+    completions = output[:, prompt_len:]
+    mask = completion_mask(completions, eos_ids).long()
+    attention = torch.cat([prompt_mask, mask], dim=1)
+    width = completions.size(1)
+    assert (width == 1) == stops_at_once
+    with torch.no_grad():
+        old = token_logprobs(sampler, output, attention, width, temperature=0.7)
+    policy = after_step[0]
+    policy.zero_grad(set_to_none=True)
+    logps, entropy = token_logprobs(policy, output, attention, width, temperature=0.7,
+                                    return_entropy=True)
+    advantages = group_advantages(torch.tensor(by_position([None] * mask.size(0))), GROUP,
+                                  scale=scale)
+    loss, metrics = grpo_loss(logps, old, advantages, mask, loss_type=loss_type,
+                              epsilon=0.05, epsilon_high=0.1,
+                              max_completion_length=cfg.max_new_tokens,
+                              num_items_in_batch=mask.sum())
+    loss.backward()
+    grad_norm = torch.stack([p.grad.norm() for p in policy.parameters() if p.grad is not None])
+    second = result.metrics[1]
+    assert second["loss"] == pytest.approx(loss.item(), rel=1e-4, abs=1e-7)
+    assert second["grad_norm"] == pytest.approx(grad_norm.norm().item(), rel=1e-4)
+    assert second["entropy"] == pytest.approx(
+        ((entropy * mask).sum() / mask.sum()).item(), rel=1e-4)
+    for key, value in metrics.items():
+        assert second[key] == pytest.approx(value, abs=1e-6), key
+    ratio = torch.exp(logps.detach() - old)[mask.bool()]
+    assert second["ratio/min"] == pytest.approx(ratio.min().item(), rel=1e-5)
+    assert second["ratio/max"] == pytest.approx(ratio.max().item(), rel=1e-5)
+    assert second["loss"] < -1e-4  # after one step the same batch scores better
+
+
+def test_one_update_lowers_the_loss_of_its_own_batch(tiny_policy):
+    model, tokenizer = tiny_policy
+    result = train(model, tokenizer, PROMPTS, by_position,
+                   config(num_iterations=2, max_steps=2), progress=False)
+    first, second = result.metrics
+    assert first["iteration"] == 0 and second["iteration"] == 1  # the same batch, twice
+    # on-policy, the grpo loss is -mean(A) = 0 (advantages sum to 0 in each group)
+    assert first["loss"] == pytest.approx(0.0, abs=1e-6)
+    assert second["loss"] < -1e-3  # after one step the same batch scores better
+
+
+def test_every_step_changes_the_weights(tiny_policy):
+    model, tokenizer = tiny_policy
+    start = weights(model)
+    result = train(model, tokenizer, PROMPTS, by_position, config(max_steps=1), progress=False)
+    assert result.metrics[0]["grad_norm"] > 0
+    moved = (weights(model) - start).abs().max().item()
+    # AdamW's first step moves each weight by about the learning rate, never much more
+    assert 1e-4 < moved <= 1.1e-2
+
+
+def test_a_resumed_run_steps_from_the_checkpoint(tiny_policy, tmp_path):
+    model, tokenizer = tiny_policy
+    first = train(model, tokenizer, PROMPTS, by_position,
+                  config(max_steps=1, save_checkpoint=True), tmp_path, progress=False)
+    assert first.metrics[0]["ratio/min"] == first.metrics[0]["ratio/max"] == 1.0  # on-policy
+    assert checkpoint_step(tmp_path) == 1
+    at_checkpoint = weights(model)
+    resumed = train(model, tokenizer, PROMPTS, by_position, config(max_steps=2), tmp_path,
+                    resume=True, progress=False)
+    assert [r["step"] for r in resumed.metrics] == [2]
+    moved = (weights(model) - at_checkpoint).abs().max().item()
+    assert 1e-4 < moved <= 1.1e-2  # step 2 really updated the checkpoint's weights
+
+
+@pytest.mark.parametrize(("loss_type", "micro_batch_size"),
+                         [("grpo", 2), ("dr_grpo", 4), ("dapo", 2)])
+def test_micro_batches_give_the_whole_batch_loss_and_gradient(new_tiny_policy, loss_type,
+                                                             micro_batch_size):
+    # two steps on one rollout (old log-probs and a moved ratio) with a reference (beta > 0):
+    # every number the update logs, and the weights, must not depend on the micro-batches
+    runs = []
+    for size in (None, micro_batch_size):
+        model, tokenizer = new_tiny_policy()
+        cfg = config(loss_type=loss_type, micro_batch_size=size, num_iterations=2, max_steps=2,
+                     beta=0.5, max_grad_norm=None)
+        result = train(model, tokenizer, PROMPTS, by_position, cfg, progress=False)
+        runs.append((result.metrics, weights(model)))
+    (whole, whole_weights), (micro, micro_weights) = runs
+    for step_whole, step_micro in zip(whole, micro, strict=True):
+        for key in ("loss", "grad_norm", "entropy", "kl", "ratio/min", "ratio/max",
+                    "clip_ratio/region_mean", "clip_ratio/low_mean", "clip_ratio/high_mean"):
+            assert step_micro[key] == pytest.approx(step_whole[key], rel=1e-4, abs=1e-6), key
+    assert whole[1]["loss"] != pytest.approx(0.0, abs=1e-4)  # the compared numbers are not 0
+    assert whole[1]["kl"] > 0
+    torch.testing.assert_close(micro_weights, whole_weights, rtol=1e-4, atol=1e-6)
+
+
+def test_a_rollout_is_reused_for_num_iterations_steps_with_its_old_logprobs(tiny_policy):
+    model, tokenizer = tiny_policy
+    calls = record_generate(model)
+    rewarded = []
+
+    def counting(completions, **kwargs):
+        rewarded.append(list(completions))
+        return by_position(completions)
+
+    result = train(model, tokenizer, PROMPTS, counting,
+                   config(num_iterations=3, max_steps=6, learning_rate=3e-3), progress=False)
+    assert len(calls) == len(rewarded) == 2  # one rollout per three steps
+    assert [r["iteration"] for r in result.metrics] == [0, 1, 2, 0, 1, 2]
+    assert result.last_texts == rewarded[1]
+    for first, *reused in (result.metrics[:3], result.metrics[3:]):
+        assert first["ratio/min"] == first["ratio/max"] == 1.0  # sampled by this very policy
+        assert first["loss"] == pytest.approx(0.0, abs=1e-6)
+        for record in reused:
+            assert record["ratio/min"] < 1.0 < record["ratio/max"]
+        # measured against the same old log-probs, the surrogate keeps improving
+        assert first["loss"] > reused[0]["loss"] > reused[1]["loss"]
+
+
+def test_beta_gives_a_kl_and_a_gradient_from_it_on_step_two(new_tiny_policy):
+    runs = {}
+    for beta in (0.0, 0.5):
+        model, tokenizer = new_tiny_policy()
+        start = weights(model)
+        result = train(model, tokenizer, PROMPTS, by_position, config(beta=beta, max_steps=2),
+                       progress=False)
+        runs[beta] = result
+    plain, with_kl = runs[0.0].metrics, runs[0.5].metrics
+    reference = runs[0.5].ref_model
+    assert runs[0.0].ref_model is None and "kl" not in plain[0]
+    assert reference is not runs[0.5].model
+    assert not any(p.requires_grad for p in reference.parameters())
+    torch.testing.assert_close(weights(reference), start)  # the reference never trains
+    # step 1: the policy is the reference, so the KL and its gradient are 0
+    assert with_kl[0]["kl"] == pytest.approx(0.0, abs=1e-7)
+    assert with_kl[0]["grad_norm"] == pytest.approx(plain[0]["grad_norm"], rel=1e-5)
+    # step 2 (a fresh rollout, the same in both runs): the policy has left the reference
+    assert with_kl[1]["reward"] == plain[1]["reward"]
+    assert with_kl[1]["kl"] > 1e-5
+    assert with_kl[1]["loss"] > plain[1]["loss"]  # + beta * kl
+    assert with_kl[1]["grad_norm"] != pytest.approx(plain[1]["grad_norm"], rel=1e-4)
+
+
+def test_each_step_is_logged_once_everywhere_and_checkpointed_every_save_every(tiny_policy,
+                                                                           tmp_path):
+    from grpo_core.run_files import read_jsonl
+
+    model, tokenizer = tiny_policy
+    seen, evaluated = [], []
+
+    def evaluate(model, tokenizer, step):
+        evaluated.append(step)
+        return {"eval/score": float(step)}
+
+    started = time.perf_counter()
+    result = train(model, tokenizer, PROMPTS, by_position,
+                   config(max_steps=3, save_every=2, eval_every=2), tmp_path, progress=False,
+                   callbacks=[seen.append], evaluate=evaluate)
+    whole_run = time.perf_counter() - started
+    assert [r["step"] for r in result.metrics] == [1, 2, 3] and result.step == 3
+    assert read_jsonl(tmp_path / "metrics.jsonl") == result.metrics == seen
+    assert checkpoint_step(tmp_path) == 2  # save_every=2; save_checkpoint=False adds none
+    assert evaluated == [1, 2, 3] and [r["eval/score"] for r in result.metrics] == [1, 2, 3]
+    assert all(0 < r["step_time"] < whole_run for r in result.metrics)  # a part of the run
+    assert len(result.last_texts) == 8 and result.stopped == "finished"
+
+
+def test_max_grad_norm_clips_the_gradient_before_the_step(new_tiny_policy):
+    moved = {}
+    for max_norm in (None, 1e-12):
+        model, tokenizer = new_tiny_policy()
+        start = weights(model)
+        result = train(model, tokenizer, PROMPTS, by_position, config(max_grad_norm=max_norm),
+                       progress=False)
+        moved[max_norm] = (weights(model) - start).abs().max().item()
+        assert result.metrics[0]["grad_norm"] > 1e-6  # logged before clipping
+        assert result.metrics[0]["learning_rate"] == 1e-2
+    # AdamW normalises the step: only a clipped gradient far below its eps barely moves it
+    assert moved[None] > 1e-3 > 1e-5 > moved[1e-12]
+
+
+def test_each_step_samples_new_completions_and_the_same_seed_the_same_ones(new_tiny_policy):
+    runs = []
+    for _ in range(2):
+        model, tokenizer = new_tiny_policy()
+        calls = record_generate(model)
+        train(model, tokenizer, PROMPTS, by_position, config(max_steps=2, learning_rate=0.0),
+              progress=False)
+        runs.append([output for _, _, output in calls])
+    (first, second), (again, _) = runs
+    assert not torch.equal(first, second)  # step 2 samples afresh (same weights: lr = 0)
+    assert torch.equal(first, again)
+
+
+def test_the_reward_gets_the_prompt_rows_columns_once_per_completion(tiny_policy):
+    model, tokenizer = tiny_policy
+    calls = record_generate(model)
+    seen = []
+
+    def reads_columns(completions, prompts, answer, **kwargs):
+        seen.append((list(prompts), list(answer)))
+        return [2.0 * len(a) for a in answer]
+
+    rows = [{"prompt": "Say hello.", "answer": "a"}, {"prompt": "Name a colour.", "answer": "bb"}]
+    result = train(model, tokenizer, rows, reads_columns,
+                   config(prompts_per_step=2, system_message="be brief."),
+                   reward_weights=[0.5], progress=False)
+    ((prompts, answers),) = seen
+    assert len(prompts) == 2 * GROUP and sorted(set(prompts)) == ["Name a colour.", "Say hello."]
+    for group in range(2):  # each row's columns repeated for its group of completions
+        block = slice(group * GROUP, (group + 1) * GROUP)
+        assert len(set(prompts[block])) == len(set(answers[block])) == 1
+        row = next(r for r in rows if r["prompt"] == prompts[block][0])
+        assert answers[block][0] == row["answer"]
+    assert result.metrics[0]["reward"] == pytest.approx(0.5 * 2.0 * 1.5)  # weighted, mean
+    assert result.metrics[0]["rewards/reads_columns/mean"] == pytest.approx(3.0)
+    ((prompt_len, _, output),) = calls
+    prompt = tokenizer.decode(output[0, :prompt_len], skip_special_tokens=True)
+    assert prompt.endswith(f"<system>be brief.<user>{prompts[0]}<assistant>")  # no <think>
+
+
+def test_thinking_is_passed_to_the_chat_template(tiny_policy):
+    model, tokenizer = tiny_policy
+    calls = record_generate(model)
+    train(model, tokenizer, PROMPTS, by_position, config(enable_thinking=True), progress=False)
+    ((prompt_len, _, output),) = calls
+    assert tokenizer.decode(output[0, :prompt_len]).endswith("<assistant><think>")
+
+
+@pytest.mark.parametrize("sampling", [{"temperature": 1e-4}, {"top_p": 1e-6}])
+def test_the_sampling_settings_reach_the_sampler(new_tiny_policy, sampling):
+    groups = {}
+    for name, settings in (("default", {}), ("greedy", sampling)):
+        model, tokenizer = new_tiny_policy()
+        calls = record_generate(model)
+        train(model, tokenizer, PROMPTS, by_position, config(**settings), progress=False)
+        ((prompt_len, _, output),) = calls
+        groups[name] = output[:, prompt_len:].view(2, GROUP, -1)
+    # near-greedy sampling gives each prompt's group one completion; temperature 1 does not
+    assert all(torch.equal(group[0], row) for group in groups["greedy"] for row in group)
+    assert not all(torch.equal(group[0], row) for group in groups["default"] for row in group)
+
+
+def test_the_prompts_of_a_step_depend_on_the_seed_and_the_step(new_tiny_policy):
+    many = [f"Count to {n}." for n in range(10)]
+    chosen = {}
+    for seed in (0, 1):
+        model, tokenizer = new_tiny_policy()
+        seen = []
+
+        def records_prompts(completions, prompts, seen=seen, **kwargs):
+            seen.append(tuple(sorted(set(prompts))))
+            return by_position(completions)
+
+        train(model, tokenizer, many, records_prompts,
+              config(max_steps=3, learning_rate=0.0, seed=seed), progress=False)
+        chosen[seed] = seen
+    assert len(set(chosen[0])) == 3  # three steps, three different pairs of prompts
+    assert chosen[0] != chosen[1]
+
+
+def test_a_resumed_run_samples_what_the_uninterrupted_run_samples(new_tiny_policy, tmp_path):
+    outputs = {}
+    for name in ("straight", "resumed"):
+        model, tokenizer = new_tiny_policy()
+        calls = record_generate(model)
+        if name == "straight":
+            train(model, tokenizer, PROMPTS, by_position, config(max_steps=2), progress=False)
+        else:
+            train(model, tokenizer, PROMPTS, by_position,
+                  config(max_steps=1, save_checkpoint=True), tmp_path, progress=False)
+            base, tokenizer = new_tiny_policy()
+            calls = record_generate(base)
+            train(base, tokenizer, PROMPTS, by_position, config(max_steps=2), tmp_path,
+                  resume=True, progress=False)
+        outputs[name] = calls[-1][2]
+    torch.testing.assert_close(outputs["resumed"], outputs["straight"], rtol=0, atol=0)
+
+
+def test_the_progress_bar_shows_the_step_the_reward_and_the_characters(tiny_policy, capsys,
+                                                                        tmp_path, monkeypatch):
+    from tqdm import tqdm
+
+    # no monitor thread: a process forked later (make mutate) must not inherit its lock
+    monkeypatch.setattr(tqdm, "monitor_interval", 0)
+    model, tokenizer = tiny_policy
+    train(model, tokenizer, PROMPTS, by_position, config(max_steps=2, save_checkpoint=True),
+          tmp_path, progress=True)
+    bar = capsys.readouterr().err.replace("\r", "\n")
+    assert "GRPO: 100%" in bar and " 2/2 " in bar
+    assert "reward=0.5" in bar and re.search(r"chars=\d+\b", bar)
+    train(model, tokenizer, PROMPTS, by_position, config(max_steps=3), tmp_path, resume=True,
+          progress=True)
+    resumed = capsys.readouterr().err.replace("\r", "\n")
+    assert " 2/3 " in resumed and " 3/3 " in resumed and " 1/3 " not in resumed
+    train(model, tokenizer, PROMPTS, by_position, config(max_steps=1), progress=False)
+    assert "GRPO" not in capsys.readouterr().err
+
+
+def test_a_resumed_run_samples_a_fresh_rollout_even_in_the_middle_of_its_iterations(
+        tiny_policy, tmp_path):
+    model, tokenizer = tiny_policy
+    train(model, tokenizer, PROMPTS, by_position,
+          config(max_steps=1, num_iterations=2, save_checkpoint=True), tmp_path, progress=False)
+    calls = record_generate(model)
+    resumed = train(model, tokenizer, PROMPTS, by_position, config(max_steps=2, num_iterations=2),
+                    tmp_path, resume=True, progress=False)
+    assert len(calls) == 1 and resumed.metrics[0]["iteration"] == 1  # the rollout is not saved

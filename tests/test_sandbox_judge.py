@@ -1,0 +1,150 @@
+"""The judge's verdicts, through ``run_tests``: a test passes only when every value it needs
+came back from the child, and the parent's own comparison of them is true.
+
+(The sandbox's statuses, isolation and wire format are in ``tests/test_sandbox.py``; the
+hostile completions in ``tests/sandbox/``.)
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from grpo_core.sandbox import run_tests
+
+EXITS_WHEN_CALLED = "import os\ndef f(x):\n    os._exit(0)\n"
+
+
+@pytest.mark.parametrize("test", [
+    "assert f(1) != 5", "assert not f(1)", "assert f(1) is None or True",
+    "assert f(1) not in (1, 2)", "assert f(1) == f(1)",
+])
+def test_a_candidate_that_exits_before_reporting_fails_even_a_negated_assert(test):
+    result = run_tests(EXITS_WHEN_CALLED, [test])
+    assert (result.passed, result.verdicts) == (0, (False,))
+    assert result.status == "crashed"
+
+
+def test_a_candidate_that_exits_midway_keeps_what_it_reported_before():
+    code = "import os\ndef f(x):\n    if x == 2:\n        os._exit(0)\n    return x\n"
+    result = run_tests(code, ["assert f(1) == 1", "assert f(2) != 5", "assert f(3) != 5"])
+    assert result.verdicts == (True, False, False)
+    assert (result.passed, result.total, result.status) == (1, 3, "crashed")
+
+
+def test_a_candidate_that_exits_while_loading_fails_every_test():
+    result = run_tests("import os\nos._exit(0)\ndef f(x):\n    return x\n",
+                       ["assert f(1) != 5", "assert not f(0)"])
+    assert (result.passed, result.verdicts) == (0, (False, False))
+
+
+def test_a_leaf_that_raises_fails_its_test_even_when_negated():
+    code = "def f(x):\n    raise ValueError(x)\n"
+    result = run_tests(code, ["assert f(1) != 5", "assert not f(1)"])
+    assert result.verdicts == (False, False) and result.status == "ok"
+    assert "ValueError" in result.detail
+
+
+@pytest.mark.parametrize("test", [
+    "assert f() * 6_000_000 != ''", "assert 6_000_000 * f() != ''",
+    "assert f() * 5_000_001 != ''", "assert 5_000_001 * f() != ''",  # 10_000_002 items
+])
+def test_a_repetition_too_large_to_judge_fails_with_the_count_on_either_side(test):
+    result = run_tests("def f():\n    return 'ab'\n", [test])
+    assert result.verdicts == (False,)
+
+
+@pytest.mark.parametrize("test", [
+    "assert f() * 3 == 'ababab'", "assert 3 * f() == 'ababab'",
+    "assert f() * 5_000_000 != ''", "assert 5_000_000 * f() != ''",  # 10_000_000: the limit
+])
+def test_a_repetition_within_the_limit_is_judged_with_the_count_on_either_side(test):
+    assert run_tests("def f():\n    return 'ab'\n", [test]).verdicts == (True,)
+
+
+def returns(value: str) -> str:
+    return f"def f():\n    return {value}\n"
+
+
+@pytest.mark.parametrize("test", [
+    "assert 0 ** f() == 0", "assert 1 ** f() == 1", "assert (-1) ** f() == 1",
+    "assert 0 << f() == 0", "assert 0.0 ** f() == 0.0",
+])
+def test_a_huge_exponent_is_judged_when_the_base_keeps_it_cheap(test):
+    assert run_tests(returns("10 ** 6"), [test]).verdicts == (True,)
+
+
+@pytest.mark.parametrize("test", [
+    "assert 2 ** f() != 0", "assert 1 << f() != 0", "assert (-1) << f() != 0",
+    "assert 2 ** -f() != 1",
+])
+def test_a_huge_exponent_or_shift_is_refused(test):
+    assert run_tests(returns("10 ** 6"), [test]).verdicts == (False,)
+
+
+def test_an_exponent_at_the_limit_is_still_judged():
+    assert run_tests(returns("10_000"), ["assert 2 ** f() > 0", "assert 1 << f() > 0"]).passed == 2
+    assert run_tests(returns("10_001"), ["assert 2 ** f() > 0", "assert 1 << f() > 0"]).passed == 0
+
+
+@pytest.mark.parametrize(("value", "test"), [
+    ("1 + 2j", "assert f() == complex(1, 2)"),
+    ("b'ab'", "assert f() == b'ab' and isinstance(f(), bytes)"),
+    ("bytearray(b'ab')", "assert f() == bytearray(b'ab') and isinstance(f(), bytearray)"),
+    ("float('inf')", "assert f() == math.inf"),
+    ("float('nan')", "assert f() != f() and isinstance(f(), float)"),
+    ("{1, 2}", "assert f() == {1, 2} and not isinstance(f(), frozenset)"),
+    ("frozenset({1})", "assert f() == frozenset({1}) and isinstance(f(), frozenset)"),
+    ("{'a': (1, [2])}", "assert f() == {'a': (1, [2])}"),
+    ("'h\\u00e9'", "assert f() == 'h\\u00e9'"),
+])
+def test_values_of_every_kind_reach_the_judge_as_themselves(value, test):
+    assert run_tests(returns(value), [test]).verdicts == (True,)
+
+
+@pytest.mark.parametrize("test", [
+    "assert f() + 1 == 2", "assert f() < 1", "assert not f() < 1", "assert f()[5] != 'x'",
+])
+def test_a_judge_that_raises_on_the_values_fails_its_test(test):
+    result = run_tests(returns("'a'"), [test, "assert f() == 'a'"])
+    assert result.verdicts == (False, True) and result.status == "ok"
+
+
+# ---------------------------------------------------------------- which part is the candidate's
+
+@pytest.mark.parametrize(("code", "test"), [
+    ("match -3:\n    case abs:\n        pass\n", "assert abs == -3"),
+    ("match [1, 2]:\n    case [*sum]:\n        pass\n", "assert sum == [1, 2]"),
+    ("match {'a': 1}:\n    case {**max}:\n        pass\n", "assert max == {'a': 1}"),
+    ("for len in [7]:\n    pass\n", "assert len == 7"),
+])
+def test_a_builtin_name_the_candidate_rebinds_is_the_candidates(code, test):
+    # the parent must ask the child for these names, not read its own builtins
+    assert run_tests(code, [test]).verdicts == (True,)
+
+
+@pytest.mark.parametrize(("code", "test"), [
+    ("x = 5\n", "assert [x * 2 for x in range(2)] == [0, 2]"),
+    ("x = 5\n", "assert (lambda x: x + 1)(1) == 2"),
+    ("x = 5\n", "assert (lambda *, x=1: x)() == 1"),
+])
+def test_names_bound_inside_the_test_are_the_tests_own(code, test):
+    assert run_tests(code, [test]).verdicts == (True,)
+
+
+@pytest.mark.parametrize(("code", "test"), [
+    ("fs = [lambda x: x + 1]\n", "assert fs[0](1) == 2"),
+    ("fs = [3]\n", "assert fs[0] == 3"),
+    ("def f():\n    return [-2]\n", "assert abs(*f()) == 2"),
+    ("class Box:\n    v = 4\n", "assert Box.v == 4"),
+])
+def test_subscripts_attributes_and_starred_calls_are_judged(code, test):
+    assert run_tests(code, [test]).verdicts == (True,)
+
+
+def test_a_module_the_candidate_rebinds_is_the_candidates_own():
+    code = ("class math:\n    @staticmethod\n    def isclose(a, b):\n        return True\n"
+            "def f():\n    return 1\n")
+    # math.isclose here is the candidate's function, run by the child: it says True
+    assert run_tests(code, ["assert math.isclose(f(), 2)"]).verdicts == (True,)
+    honest = "import math\ndef f():\n    return 1\n"
+    assert run_tests(honest, ["assert math.isclose(f(), 2)"]).verdicts == (False,)
