@@ -45,8 +45,8 @@ def test_a_leaf_that_raises_fails_its_test_even_when_negated():
 
 
 @pytest.mark.parametrize("test", [
-    "assert f() * 6_000_000 != ''", "assert 6_000_000 * f() != ''",
-    "assert f() * 5_000_001 != ''", "assert 5_000_001 * f() != ''",  # 10_000_002 items
+    "assert f() * 600_000 != ''", "assert 600_000 * f() != ''",
+    "assert f() * 500_001 != ''", "assert 500_001 * f() != ''",  # 1_000_002 items
 ])
 def test_a_repetition_too_large_to_judge_fails_with_the_count_on_either_side(test):
     result = run_tests("def f():\n    return 'ab'\n", [test])
@@ -55,7 +55,7 @@ def test_a_repetition_too_large_to_judge_fails_with_the_count_on_either_side(tes
 
 @pytest.mark.parametrize("test", [
     "assert f() * 3 == 'ababab'", "assert 3 * f() == 'ababab'",
-    "assert f() * 5_000_000 != ''", "assert 5_000_000 * f() != ''",  # 10_000_000: the limit
+    "assert f() * 500_000 != ''", "assert 500_000 * f() != ''",  # 1_000_000 items: the limit
 ])
 def test_a_repetition_within_the_limit_is_judged_with_the_count_on_either_side(test):
     assert run_tests("def f():\n    return 'ab'\n", [test]).verdicts == (True,)
@@ -117,9 +117,10 @@ def test_a_judge_that_raises_on_the_values_fails_its_test(test):
     ("match {'a': 1}:\n    case {**max}:\n        pass\n", "assert max == {'a': 1}"),
     ("for len in [7]:\n    pass\n", "assert len == 7"),
 ])
-def test_a_builtin_name_the_candidate_rebinds_is_the_candidates(code, test):
-    # the parent must ask the child for these names, not read its own builtins
-    assert run_tests(code, [test]).verdicts == (True,)
+def test_a_test_reading_a_builtin_name_the_candidate_rebinds_is_failed(code, test):
+    # every way of binding a name counts (match captures, loop targets): the judge would
+    # otherwise read the candidate's value under a trusted name (issue 18, class 2)
+    assert run_tests(code, [test]).verdicts == (False,)
 
 
 @pytest.mark.parametrize(("code", "test"), [
@@ -141,10 +142,11 @@ def test_subscripts_attributes_and_starred_calls_are_judged(code, test):
     assert run_tests(code, [test]).verdicts == (True,)
 
 
-def test_a_module_the_candidate_rebinds_is_the_candidates_own():
+def test_a_module_the_candidate_rebinds_fails_the_tests_that_read_it():
     code = ("class math:\n    @staticmethod\n    def isclose(a, b):\n        return True\n"
             "def f():\n    return 1\n")
-    # math.isclose here is the candidate's function, run by the child: it says True
-    assert run_tests(code, ["assert math.isclose(f(), 2)"]).verdicts == (True,)
+    # a candidate-made math.isclose would say True for anything: the test is failed instead
+    assert run_tests(code, ["assert math.isclose(f(), 2)"]).verdicts == (False,)
     honest = "import math\ndef f():\n    return 1\n"
     assert run_tests(honest, ["assert math.isclose(f(), 2)"]).verdicts == (False,)
+    assert run_tests(honest, ["assert math.isclose(f(), 1)"]).verdicts == (True,)
