@@ -82,7 +82,7 @@ bench: $(STAMP)
 # pyproject.toml's [tool.mutmut] (the one place to edit), runs their fast tests against each
 # mutant, prints `<module>: <killed>/<total> killed (<pct>%)` per module, the survivors and
 # tests/mutation_survivors.md; fails below 90 % or on a survivor that file does not explain.
-# A few minutes on 2 cores. Only some modules: make mutate MUTATE_ARGS="grpo_core/loss.py"
+# About 14 minutes on the (busy) 2-core development machine. Only some modules: make mutate MUTATE_ARGS="grpo_core/loss.py"
 MUTATE_ARGS ?=
 mutate: $(STAMP)
 	nice -n 10 $(BIN)/python tools/mutate.py $(MUTATE_ARGS)
