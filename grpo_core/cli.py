@@ -122,7 +122,8 @@ def fit_to_gpu(config: TrainConfig, model: Any, tokenizer: Any,
     plan = plan_for_model(model, tokenizer, [row["prompt"] for row in experiment.prompts],
                           torch.cuda.get_device_properties(0).total_memory,
                           batch_rows=config.batch_size, completion_tokens=config.max_new_tokens,
-                          beta=config.beta)
+                          beta=config.beta, lora_rank=config.lora_rank,
+                          lora_targets=config.lora_targets)
     print(f"memory plan: {plan.describe()}", flush=True)
     if not plan.fits:
         raise SystemExit(f"{PROG}: {plan.describe()}")

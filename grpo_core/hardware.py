@@ -197,15 +197,33 @@ def memory_plan(shape: ModelShape, gpu_bytes: float, *, batch_rows: int, prompt_
     return MemoryPlan(weights, gradients, optimizer, reference, per_row, budget, 0, True)
 
 
+def lora_parameters(model: Any, rank: int, targets: str | tuple[str, ...] = "all-linear") -> int:
+    """How many parameters rank-``rank`` LoRA adapters would add to ``model``'s linear layers
+    (``r * (d_in + d_out)`` each; ``"all-linear"`` skips the output head, as peft does)."""
+    import torch
+
+    total = 0
+    for name, module in model.named_modules():
+        if not isinstance(module, torch.nn.Linear) or name.endswith("lm_head"):
+            continue
+        if targets != "all-linear" and name.rsplit(".", 1)[-1] not in targets:
+            continue
+        total += rank * (module.in_features + module.out_features)
+    return total
+
+
 def plan_for_model(model: Any, tokenizer: Any, prompts: list[str], gpu_bytes: float, *,
                    batch_rows: int, completion_tokens: int, beta: float = 0.0,
-                   precision: Precision | None = None) -> MemoryPlan:
-    """:func:`memory_plan` for a loaded model, its trainable parameters and the longest of
-    ``prompts`` after the chat template (``grpo_core.rollout.chat_prompt``)."""
+                   precision: Precision | None = None, lora_rank: int = 0,
+                   lora_targets: str | tuple[str, ...] = "all-linear") -> MemoryPlan:
+    """:func:`memory_plan` for a loaded model, its trainable parameters (or the LoRA adapters
+    ``lora_rank`` would add) and the longest of ``prompts`` after the chat template
+    (``grpo_core.rollout.chat_prompt``)."""
     from grpo_core.rollout import chat_prompt
 
     params = sum(p.numel() for p in model.parameters())
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    trainable = (lora_parameters(model, lora_rank, lora_targets) if lora_rank else
+                 sum(p.numel() for p in model.parameters() if p.requires_grad))
     longest = max(len(tokenizer(chat_prompt(tokenizer, text))["input_ids"]) for text in prompts)
     return memory_plan(ModelShape.from_config(model.config, params), gpu_bytes,
                        batch_rows=batch_rows, prompt_tokens=longest,

@@ -120,3 +120,12 @@ def test_the_trl_script_plans_lora_and_builds_our_peft_config():
     config = trl_mbpp.peft_config(trl_mbpp.parse_args(["--lora", "--lora-rank", "8"]))
     assert config.r == 8 and config.target_modules == "all-linear" and config.lora_dropout == 0.0
     assert trl_mbpp.peft_config(trl_mbpp.parse_args([])) is None
+
+
+def test_the_memory_plan_counts_the_adapters_lora_will_add(tiny_llama):
+    from grpo_core.hardware import lora_parameters
+
+    model, _ = tiny_llama
+    expected = lora_parameters(model, 4)
+    policy = add_lora(model, 4)
+    assert trainable_parameters(policy)[0] == expected > 0
