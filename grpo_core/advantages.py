@@ -53,7 +53,7 @@ def group_advantages(
     grouped = rewards.view(-1, group_size)
     centered = grouped - grouped.mean(dim=1, keepdim=True)
     # rounding in the mean must not leak a signal out of a group with no variation
-    centered = centered.masked_fill(flat_groups(rewards, group_size).unsqueeze(1), 0.0)
+    centered = centered.masked_fill(_flat(grouped).unsqueeze(1), 0.0)
     if scale == "group":
         centered = centered / (grouped.std(dim=1, keepdim=True) + eps)
     elif scale == "batch":
@@ -77,7 +77,11 @@ def flat_groups(rewards: Tensor | Sequence[float], group_size: int) -> Tensor:
         ``[B // group_size]`` bool.
     """
     rewards = _as_reward_tensor(rewards)
-    grouped = rewards.view(-1, _check_grouping(rewards, group_size, "group"))
+    return _flat(rewards.view(-1, _check_grouping(rewards, group_size, "group")))
+
+
+def _flat(grouped: Tensor) -> Tensor:
+    """``[G, k]`` -> ``[G]`` bool: every reward of the row equals its first."""
     return (grouped == grouped[:, :1]).all(dim=1)
 
 

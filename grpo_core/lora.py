@@ -62,13 +62,9 @@ def trainable_parameters(model: Any) -> tuple[int, int]:
     return sum(p.numel() for p in model.parameters() if p.requires_grad), total
 
 
-def save_adapter(model: Any, folder: Any) -> None:
-    """Write the adapter weights only (a few MB) to ``folder``."""
-    model.save_pretrained(folder)
-
-
 def load_adapter_weights(model: Any, folder: Any) -> None:
-    """Load adapter weights saved by :func:`save_adapter` into ``model`` (same adapter shape)."""
+    """Load the adapter weights that ``model.save_pretrained(folder)`` wrote (a peft model saves
+    its adapters only) into ``model`` (same adapter shape)."""
     from peft import set_peft_model_state_dict
     from peft.utils import load_peft_weights
 

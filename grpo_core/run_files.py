@@ -5,7 +5,7 @@ Two kinds of files:
 - **package data**, shipped inside the wheel (``grpo_core/data/``): experiment 1's prompts
   (``prompts_exp1.jsonl``) and the course's coding problems (``problems.jsonl``);
 - **recorded runs**, kept in the repository (``data/runs/<name>/``: ``metrics.jsonl``,
-  ``config.json``, ``curves.png``, for code experiments ``samples.jsonl``), too large and too
+  ``config.json``, ``curves.png``), too large and too
   many to ship in a wheel. ``GRPO_RUNS_DIR`` points the package at another folder of them;
   :func:`runs_dir` says plainly when there is none.
 
@@ -34,7 +34,6 @@ REPO_ROOT: Path | None = (
 RUNS_ENV = "GRPO_RUNS_DIR"
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.json"
-SAMPLES_FILE = "samples.jsonl"
 
 StepMetrics = Sequence[dict[str, Any]]  # one dict of metrics per step (TRL's names)
 
@@ -82,13 +81,6 @@ class RecordedRun:
     records: list[dict[str, Any]]
     config: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
-
-    @property
-    def samples_path(self) -> Path | None:
-        """``samples.jsonl`` beside the metrics, or None when the run kept no completions."""
-        if self.path is None or not (self.path / SAMPLES_FILE).exists():
-            return None
-        return self.path / SAMPLES_FILE
 
 
 def load_run(path: str | Path) -> RecordedRun:

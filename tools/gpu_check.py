@@ -135,8 +135,16 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import bench_step  # the same step our CPU benchmark times, at the gpu profile's settings
 
+    total = torch.cuda.get_device_properties(0).total_memory if args.device == "cuda" else 0
+
     def loader(device: str) -> tuple[Any, Any]:
         model, tokenizer, report["model"] = load_model(device, torch.float32)
+        if "memory_plan" not in report:  # the plan needs the model's shape, not another load
+            plan = plan_for_model(model, tokenizer, ["Tell me about the ocean."],
+                                  total or 16 * 2**30,
+                                  batch_rows=shape["group_size"] * shape["prompts_per_step"],
+                                  completion_tokens=shape["max_new_tokens"], precision=precision)
+            report["memory_plan"] = plan.describe()
         return model, tokenizer
 
     reset_peak(args.device)
@@ -148,13 +156,6 @@ def main(argv: list[str] | None = None) -> int:
                                            precision=precision, loader=loader)
     except ImportError as error:  # no TRL on the machine: say so, keep the rest
         report["trl"], report["trl_error"] = None, str(error)
-    model, tokenizer, _ = load_model(args.device, torch.float32)
-    total = torch.cuda.get_device_properties(0).total_memory if args.device == "cuda" else 0
-    plan = plan_for_model(model, tokenizer, ["Tell me about the ocean."], total or 16 * 2**30,
-                          batch_rows=shape["group_size"] * shape["prompts_per_step"],
-                          completion_tokens=shape["max_new_tokens"], precision=precision)
-    report["memory_plan"] = plan.describe()
-    del model
     report["exp1_mean_chars"] = exp1_steps(args.device, precision, shape, args.exp1_steps)
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
     (out / "report.md").write_text(report_markdown(report))
