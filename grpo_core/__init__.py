@@ -108,6 +108,7 @@ _EXPORTS: dict[str, str] = {
     "load_mbpp": "mbpp",
     "load_problems": "mbpp",
     "read_problems": "mbpp",
+    "course_split": "mbpp",
     "format_code_prompt": "mbpp",
     "with_prompts": "mbpp",
 }

@@ -5,6 +5,7 @@ Every loader returns rows with the same columns, ready for ``unit_test_reward``:
 ``tests`` (assert statements), ``setup_code`` (runs after the solution, before the tests),
 ``challenge_tests`` (MBPP's extra asserts; empty elsewhere) and ``entry_point`` (the name of
 the function the tests call). ``format_code_prompt`` turns a row into the prompt the model sees.
+The course's problems also carry a fixed ``train`` / ``held_out`` split: ``course_split``.
 
 MBPP (Austin et al. 2021, arXiv:2108.07732, CC-BY-4.0) comes from the Hugging Face Hub
 (``google-research-datasets/mbpp``, configs ``full`` and ``sanitized``) through ``datasets``,
@@ -168,7 +169,12 @@ def rows_to_dataset(rows: Iterable[dict[str, Any]]) -> Any:
 def read_problems(path: str | os.PathLike[str] | None = None,
                   difficulty: str | None = None) -> list[dict[str, Any]]:
     """The course's problem set (``grpo_core/data/problems.jsonl``) as rows, optionally one difficulty
-    (``"very easy"``, ``"easy"``, ``"medium"``). No ``datasets`` needed."""
+    (``"very easy"``, ``"easy"``, ``"medium"``). No ``datasets`` needed.
+
+    Each row has the MBPP ``COLUMNS`` first, then the file's own: ``difficulty``, ``split``
+    (``"train"`` or ``"held_out"``, see ``course_split``) and ``wrong`` (plausible wrong
+    solutions that must fail the tests; the tests of the problem set read it, nothing else).
+    """
     rows = []
     with open(path or PROBLEMS_FILE, encoding="utf-8") as handle:
         for line in handle:
@@ -179,11 +185,46 @@ def read_problems(path: str | os.PathLike[str] | None = None,
     return [row for row in rows if difficulty is None or row["difficulty"] == difficulty]
 
 
+# The course's fixed split: a task id goes to training when it leaves 1 or 3 modulo 5 (two
+# ids in every five), else it is held out. The ids run in blocks of difficulty, so every
+# difficulty is in both parts. ``data/README.md`` gives the sizes.
+COURSE_SPLITS = ("train", "held_out")
+TRAIN_REMAINDERS = (1, 3)
+
+
+def course_split_of(task_id: int) -> str:
+    """``"train"`` or ``"held_out"`` for one of the course's task ids (the rule behind the
+    ``split`` column of ``problems.jsonl``)."""
+    return "train" if task_id % 5 in TRAIN_REMAINDERS else "held_out"
+
+
+def course_split(rows: Iterable[dict[str, Any]] | None = None
+                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The course's problems as (training rows, held-out rows), by their ``split`` column.
+
+    ``rows`` defaults to every problem (``read_problems()``); pass a subset (one difficulty,
+    say) to split just those. The split is fixed in the data file, so a run that trains on
+    the first part never sees the second: evaluate on the held-out rows for evidence that
+    what was learned carries over to unseen problems. Rows keep their order; a row
+    without a valid ``split`` is an error, not a silent guess.
+    """
+    rows = read_problems() if rows is None else list(rows)
+    parts: dict[str, list[dict[str, Any]]] = {name: [] for name in COURSE_SPLITS}
+    for row in rows:
+        name = row.get("split")
+        if name not in parts:
+            raise ValueError(f"problem {row.get('task_id')!r} has split {name!r}, not one of "
+                             f"{COURSE_SPLITS}")
+        parts[name].append(row)
+    return parts["train"], parts["held_out"]
+
+
 def load_problems(path: str | os.PathLike[str] | None = None,
                   difficulty: str | None = None) -> Any:
-    """``read_problems`` as a ``datasets.Dataset`` (same columns as ``load_mbpp``, plus
-    ``difficulty``)."""
-    return rows_to_dataset(read_problems(path, difficulty))
+    """``read_problems`` as a ``datasets.Dataset``: the columns of ``load_mbpp``, plus
+    ``difficulty`` and ``split`` (the ``wrong`` answers stay out of the dataset)."""
+    return rows_to_dataset({key: value for key, value in row.items() if key != "wrong"}
+                           for row in read_problems(path, difficulty))
 
 
 # ---------------------------------------------------------------- prompts
