@@ -1,20 +1,28 @@
 """One GRPO step of ``grpo_core``'s loop against TRL 1.16's ``GRPOTrainer``, same model and prompts.
 
-A step is: sample k = 8 completions for each of 2 prompts (64 new tokens at most, one
-``generate`` call), score them with experiment 1's length reward, compute advantages and
-log-probs, the ``grpo`` loss, backward, gradient clipping and one AdamW step. Both sides use
-the offline SmolLM2-135M in float32, beta = 0 (no reference model), ``loss_type="grpo"``,
-temperature 1, learning rate 0 (every step still does the AdamW update; the model does not
-change, so completion lengths, and the work per step, stay the same from step to step).
+A step is: sample k = 8 completions for each of 2 prompts (64 new tokens at most), score them
+with experiment 1's length reward, compute advantages and log-probs, the ``grpo`` loss,
+backward, gradient clipping and one AdamW step. Both sides use the offline SmolLM2-135M,
+beta = 0 (no reference model), ``loss_type="grpo"``, temperature 1, learning rate 0 (every
+step still does the AdamW update; the model does not change, so completion lengths, and the
+work per step, stay the same from step to step).
 
-Each implementation runs in its own subprocess (so each peak memory is its own): one warm-up
-step, then ``--steps`` timed steps. Printed per implementation: the median step time (wall
-clock, generation included), the rollout throughput (completion tokens, up to and including
-the first EOS, per second of ``generate``), and the peak memory (resident set size on CPU,
-``torch.cuda.max_memory_allocated`` on a GPU). Then the ratio ours / TRL (<= 1.0: ours is no
-slower).
+Two precisions, each given to both sides: the course's default on this device
+(``grpo_core.hardware.detect_precision``: bfloat16 autocast with float32 master weights where
+the CPU has AMX/AVX512-BF16, TRL with ``bf16=True``; ours also samples from a bfloat16 copy)
+and float32 throughout. Each run is its own subprocess (so each peak memory is its own):
+one warm-up step, then ``--steps`` timed steps; the runs alternate ours, TRL, ours, TRL
+(``--rounds`` times) so that a drift in the machine's load hits both sides.
 
-    python benchmarks/bench_step.py [--steps 3] [--threads 1] [--device cpu|cuda]
+Printed per implementation and precision: the median step time over every timed step (wall
+clock, sampling included), the rollout throughput (completion tokens, up to and including
+the first EOS, per second of sampling) and its fraction of a bound measured on this machine
+(rows x read bandwidth / bytes of weights read per decoding step: each step of a batched
+decode reads every weight once), and the peak memory (resident set size on CPU,
+``torch.cuda.max_memory_allocated`` on a GPU). The last line is the ratio ours / TRL at the
+default precision.
+
+    python benchmarks/bench_step.py [--steps 3] [--rounds 2] [--threads 0] [--device cpu|cuda]
 
 Timings on a shared machine are noisy: compare figures from the same invocation only.
 """
@@ -23,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import statistics
@@ -43,32 +52,76 @@ GROUP, PROMPTS_PER_STEP, NEW_TOKENS, LR = 8, 2, 64, 0.0  # lr 0: lengths stay pu
 SIZES = {"group_size": GROUP, "prompts_per_step": PROMPTS_PER_STEP, "max_new_tokens": NEW_TOKENS}
 
 
-def timed_generate(model, tokenizer, log: list[tuple[float, int]]) -> None:
-    """Wrap ``model.generate`` to record (seconds, completion tokens) of every call."""
-    import torch
-
+def _completion_tokens(new_ids, eos_ids: list[int]) -> int:
     from grpo_core.logprobs import completion_mask
 
-    original = model.generate
+    return int(completion_mask(new_ids, eos_ids).sum())
+
+
+def _eos_ids(model, tokenizer) -> list[int]:
     eos = {tokenizer.eos_token_id}
     configured = model.generation_config.eos_token_id
     eos.update(configured if isinstance(configured, list) else [configured])
-    eos_ids = sorted(i for i in eos if i is not None)
+    return sorted(i for i in eos if i is not None)
+
+
+def _clock(device: str) -> float:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+    return time.perf_counter()
+
+
+def timed_generate(model, tokenizer, log: list[tuple[float, int]]) -> None:
+    """Wrap ``model.generate`` (TRL samples with it) to record (seconds, completion tokens)."""
+    original, eos_ids, device = model.generate, _eos_ids(model, tokenizer), model.device.type
 
     def generate(*args, **kwargs):
-        if model.device.type == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
+        start = _clock(device)
         output = original(*args, **kwargs)
-        if model.device.type == "cuda":
-            torch.cuda.synchronize()
-        seconds = time.perf_counter() - start
+        seconds = _clock(device) - start
         prompt_width = kwargs["input_ids"].shape[1] if "input_ids" in kwargs else args[0].shape[1]
-        tokens = int(completion_mask(output[:, prompt_width:], eos_ids).sum())
-        log.append((seconds, tokens))
+        log.append((seconds, _completion_tokens(output[:, prompt_width:], eos_ids)))
         return output
 
     model.generate = generate
+
+
+def timed_decode(log: list[tuple[float, int]]) -> None:
+    """Wrap ``grpo_core.rollout.decode`` (our loop samples with it) the same way."""
+    from grpo_core import rollout
+
+    original = rollout.decode
+
+    def decode(model, input_ids, attention_mask, **kwargs):
+        start = _clock(input_ids.device.type)
+        new_ids = original(model, input_ids, attention_mask, **kwargs)
+        seconds = _clock(input_ids.device.type) - start
+        log.append((seconds, _completion_tokens(new_ids, kwargs["eos_token_ids"])))
+        return new_ids
+
+    rollout.decode = decode
+
+
+def weight_bytes(model, dtype=None) -> int:
+    """Bytes one forward pass reads from the weights (in ``dtype`` if given, else as stored)."""
+    return sum(p.numel() * (p.element_size() if dtype is None else dtype.itemsize)
+               for p in model.parameters())
+
+
+def read_bandwidth(megabytes: int = 512, repeats: int = 5) -> float:
+    """Bytes per second this machine reads from memory: the best of ``repeats`` sums over a
+    buffer far larger than the caches."""
+    import torch
+
+    buffer = torch.ones(megabytes * 2**20 // 4)
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        buffer.sum()
+        best = min(best, time.perf_counter() - start)
+    return buffer.numel() * 4 / best
 
 
 def load(device: str):
@@ -94,14 +147,21 @@ def run_ours(steps: int, device: str, *, sizes: dict[str, int] = SIZES, precisio
 
     model, tokenizer = loader(device)
     generations: list[tuple[float, int]] = []
-    timed_generate(model, tokenizer, generations)
+    timed_decode(generations)
+    sampling = None if precision is None else precision.sampling_dtype
     config = TrainConfig(**sizes, max_steps=steps + 1, learning_rate=LR, loss_type="grpo",
                          beta=0.0, save_checkpoint=False,
                          autocast_dtype=None if precision is None else precision.autocast,
+                         sampling_dtype=sampling,
                          loss_scaling=precision is not None and precision.loss_scaling)
     result = train(model, tokenizer, prompts(), length_reward, config, progress=False)
     step_times = [r["step_time"] for r in result.metrics[1:]]
-    return summary("grpo_core", step_times, generations[1:], device)
+    phases = {key: statistics.median(r[key] for r in result.metrics[1:])
+              for key in result.metrics[-1] if key.startswith("time/")}
+    import torch
+
+    read = weight_bytes(model, None if sampling is None else getattr(torch, sampling))
+    return summary("grpo_core", step_times, generations[1:], device, read, phases)
 
 
 def run_trl(steps: int, device: str, *, sizes: dict[str, int] = SIZES, precision=None,
@@ -116,6 +176,7 @@ def run_trl(steps: int, device: str, *, sizes: dict[str, int] = SIZES, precision
     model, tokenizer = loader(device)
     generations: list[tuple[float, int]] = []
     timed_generate(model, tokenizer, generations)
+    read = weight_bytes(model)  # under autocast generate still reads the float32 weights
     rows = [{"prompt": [{"role": "user", "content": p}]} for p in prompts()]
     autocast = None if precision is None else precision.autocast
     step_times: list[float] = []
@@ -150,10 +211,11 @@ def run_trl(steps: int, device: str, *, sizes: dict[str, int] = SIZES, precision
                               train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
                               callbacks=[StepTimer()])
         trainer.train()
-    return summary("TRL GRPOTrainer", step_times[1:], generations[1:], device)
+    return summary("TRL GRPOTrainer", step_times[1:], generations[1:], device, read)
 
 
-def summary(name: str, step_times: list[float], generations: list, device: str) -> dict:
+def summary(name: str, step_times: list[float], generations: list, device: str,
+            read_bytes: int, phases: dict[str, float] | None = None) -> dict:
     import torch
 
     if device == "cuda":
@@ -164,49 +226,109 @@ def summary(name: str, step_times: list[float], generations: list, device: str) 
     tokens = sum(t for _, t in generations)
     return {"name": name, "median_step_s": statistics.median(step_times), "step_times": step_times,
             "rollout_tokens_per_s": tokens / seconds if seconds else float("nan"),
+            "weight_bytes_per_decode_step": read_bytes, "phases": phases or {},
             "peak_memory_gib": peak, "memory_kind": "GPU allocated" if device == "cuda" else "RSS"}
 
 
-def child(impl: str, steps: int, threads: int, device: str) -> None:
+def child(impl: str, steps: int, threads: int, device: str, precision_name: str) -> None:
     import torch
+
+    from grpo_core.hardware import detect_precision
 
     if threads:
         torch.set_num_threads(threads)
     torch.manual_seed(0)
-    result = run_ours(steps, device) if impl == "ours" else run_trl(steps, device)
+    precision = detect_precision(device) if precision_name == "default" else None
+    if precision is not None and precision.autocast is None:
+        precision = None  # the device's default is float32 already
+    runner = run_ours if impl == "ours" else run_trl
+    result = runner(steps, device, precision=precision)
+    if precision_name == "default" and device == "cpu":
+        result["bandwidth"] = read_bandwidth()
     print("RESULT " + json.dumps(result), flush=True)
+
+
+def run_child(impl: str, args, precision_name: str) -> dict | None:
+    command = [sys.executable, __file__, "--impl", impl, "--steps", str(args.steps),
+               "--threads", str(args.threads), "--device", args.device,
+               "--precision", precision_name]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if done.returncode or not lines:
+        print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
+        return None
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def merge(runs: list[dict]) -> dict:
+    """One implementation's rounds: every timed step, the mean throughput, the highest peak."""
+    times = [t for r in runs for t in r["step_times"]]
+    phases = {k: statistics.median(r["phases"][k] for r in runs) for k in runs[0]["phases"]}
+    return {**runs[0], "step_times": times, "median_step_s": statistics.median(times),
+            "rollout_tokens_per_s": statistics.mean(r["rollout_tokens_per_s"] for r in runs),
+            "peak_memory_gib": max(r["peak_memory_gib"] for r in runs), "phases": phases}
+
+
+def report(result: dict, bandwidth: float | None, rows: int) -> str:
+    times = ", ".join(f"{t:.1f}" for t in result["step_times"])
+    line = (f"{result['name']:>16}: median step {result['median_step_s']:.2f} s ({times}); rollout "
+            f"{result['rollout_tokens_per_s']:.0f} tokens/s")
+    if bandwidth:
+        bound = rows * bandwidth / result["weight_bytes_per_decode_step"]
+        line += (f" = {result['rollout_tokens_per_s'] / bound:.0%} of the bound {bound:.0f} "
+                 f"({result['weight_bytes_per_decode_step'] / 1e6:.0f} MB of weights per "
+                 f"decoding step)")
+    line += f"; peak {result['memory_kind']} {result['peak_memory_gib']:.2f} GiB"
+    if result["phases"]:
+        line += "\n" + " " * 18 + "median per step: " + ", ".join(
+            f"{k.removeprefix('time/')} {v:.2f} s" for k, v in result["phases"].items())
+    return line
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=3, help="timed steps after one warm-up")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch default)")
+    parser.add_argument("--rounds", type=int, default=2, help="alternations ours, TRL per precision")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default, "
+                                                                "as the course runs)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--precision", choices=["default", "float32", "both"], default="both")
     parser.add_argument("--impl", choices=["ours", "trl"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.impl:
-        child(args.impl, args.steps, args.threads, args.device)
+        child(args.impl, args.steps, args.threads, args.device, args.precision)
         return 0
+    from grpo_core.hardware import detect_precision
+
+    default = detect_precision(args.device)
     print(f"one GRPO step: {PROMPTS_PER_STEP} prompts x k={GROUP}, {NEW_TOKENS} new tokens, "
-          f"SmolLM2-135M float32 on {args.device}, {args.threads or 'default'} thread(s), "
-          f"median of {args.steps} steps after 1 warm-up")
-    results = {}
-    for impl in ("ours", "trl"):
-        command = [sys.executable, __file__, "--impl", impl, "--steps", str(args.steps),
-                   "--threads", str(args.threads), "--device", args.device]
-        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
-        lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-        if done.returncode or not lines:
-            print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
-            return 1
-        results[impl] = json.loads(lines[-1][len("RESULT "):])
-    for r in results.values():
-        times = ", ".join(f"{t:.1f}" for t in r["step_times"])
-        print(f"{r['name']:>16}: median step {r['median_step_s']:.2f} s ({times}), rollout "
-              f"{r['rollout_tokens_per_s']:.0f} tokens/s, peak {r['memory_kind']} "
-              f"{r['peak_memory_gib']:.2f} GiB")
-    ratio = results["ours"]["median_step_s"] / results["trl"]["median_step_s"]
-    print(f"ratio ours / TRL (median step time): {ratio:.2f}  (<= 1.0: ours is no slower)")
+          f"SmolLM2-135M on {args.device}, {args.threads or 'default'} thread(s), median of "
+          f"{args.rounds} x {args.steps} steps (each run: 1 warm-up), runs alternating ours, TRL")
+    print(f"default precision here: {default.reason}")
+    names = ["float32", "default"] if args.precision == "both" else [args.precision]
+    if default.autocast is None and "float32" in names and "default" in names:
+        names = ["default"]  # the same run twice
+    ratios = {}
+    for name in names:
+        runs: dict[str, list[dict]] = {"ours": [], "trl": []}
+        for _ in range(args.rounds):
+            for impl in ("ours", "trl"):
+                result = run_child(impl, args, name)
+                if result is None:
+                    return 1
+                runs[impl].append(result)
+        merged = {impl: merge(r) for impl, r in runs.items()}
+        bandwidth = next((r.get("bandwidth") for r in runs["ours"] if r.get("bandwidth")), None)
+        label = default.reason if name == "default" else "float32 throughout"
+        print(f"\n-- {name}: {label}")
+        if bandwidth:
+            print(f"   read bandwidth {bandwidth / 1e9:.1f} GB/s")
+        for result in merged.values():
+            print(report(result, bandwidth, PROMPTS_PER_STEP * GROUP))
+        ratios[name] = merged["ours"]["median_step_s"] / merged["trl"]["median_step_s"]
+        print(f"ratio ours / TRL at {name} (median step time): {ratios[name]:.2f}")
+    final = "default" if "default" in ratios else names[-1]
+    print(f"ratio ours / TRL (median step time): {ratios[final]:.2f}  (<= 1.0: ours is no slower)")
     return 0
 
 

@@ -23,7 +23,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from grpo_core.experiments import EXPERIMENTS, HACKING_PROXIES, Experiment, build_config
+from grpo_core.experiments import (
+    EXPERIMENTS,
+    HACKING_PROXIES,
+    Experiment,
+    build_config,
+    profile_precision,
+)
 from grpo_core.loop import RunResult, TrainConfig, train
 from grpo_core.profiles import Profile, get_profile
 from grpo_core.run_files import METRICS_FILE, read_jsonl
@@ -76,6 +82,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "of every weight; LoRA usually wants a ~10x larger --lr")
     parser.add_argument("--lora-targets", default=None,
                         help="comma-separated module names to adapt (default: all-linear)")
+    parser.add_argument("--precision", choices=["auto", "float32"], default=None,
+                        help="auto (the profile's default): bfloat16 autocast where the device "
+                             "has fast bfloat16 (a recent GPU, a CPU with AMX/AVX512-BF16); "
+                             "float32: float32 throughout")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch CPU threads (1 is steadier on a busy or shared machine)")
@@ -141,6 +151,8 @@ def run_experiment(args: argparse.Namespace) -> RunResult:
 
         torch.set_num_threads(args.threads)
     profile = get_profile(args.profile)
+    if args.precision is not None:
+        profile = profile.with_overrides(precision=args.precision)
     experiment = make_experiment(args.experiment, profile, args)
     config = build_config(profile, experiment, **config_overrides(args))
     out = Path(args.out or f"runs/{args.experiment}-{profile.name}")
@@ -152,6 +164,7 @@ def run_experiment(args: argparse.Namespace) -> RunResult:
     plot = LivePlot(every=args.plot_every, path=out / "curves.png", title=experiment.title,
                     targets=experiment.targets, show=False)
     extra = {"experiment": experiment.name, "profile": profile.name, "model_id": profile.model_id,
+             "precision": profile_precision(profile).reason,
              "negate": args.negate, **experiment.notes,
              "command": " ".join([PROG, *sys.argv[1:]])}
     try:

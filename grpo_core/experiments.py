@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_core.evaluation import Evaluator
-from grpo_core.hardware import Precision, detect_precision
+from grpo_core.hardware import Precision, detect_precision, float32_precision
 from grpo_core.loop import TrainConfig
 from grpo_core.profiles import Profile
 from grpo_core.rewards import LENGTH_TARGET, RewardFn
@@ -249,18 +249,29 @@ EXPERIMENTS: dict[str, Callable[..., Experiment]] = {
 }
 
 
+def profile_precision(profile: Profile) -> Precision:
+    """The profile's precision: float32 when it asks for it, else what the device does best."""
+    if profile.precision == "float32":
+        return float32_precision(profile.device)
+    if profile.precision != "auto":
+        raise ValueError(f"precision must be 'auto' or 'float32', got {profile.precision!r}")
+    return detect_precision(profile.device)
+
+
 def build_config(profile: Profile, experiment: Experiment, *, precision: Precision | None = None,
                  **overrides: Any) -> TrainConfig:
     """Profile sizes, then the experiment's settings, then ``overrides`` (TrainConfig fields).
 
-    On a GPU the precision comes from the device (``grpo_core.hardware.detect_precision``, or
-    ``precision``): the weights stay float32 and the loop autocasts to bfloat16, or to float16
-    with loss scaling where the GPU has no bfloat16 tensor cores (a T4).
+    The precision comes from the profile (:func:`profile_precision`), or ``precision``: on a
+    GPU the weights stay float32 and the loop autocasts to bfloat16, or to float16 with loss
+    scaling where the GPU has no bfloat16 tensor cores (a T4); on a CPU with bfloat16 matrix
+    instructions it autocasts to bfloat16 and samples from a bfloat16 copy of the policy.
     """
     settings = {**experiment.overrides, **overrides}
-    if profile.device == "cuda":
-        precision = precision or detect_precision("cuda")
-        if precision.autocast is not None:
-            settings.setdefault("autocast_dtype", precision.autocast)
-            settings.setdefault("loss_scaling", precision.loss_scaling)
+    precision = precision or profile_precision(profile)
+    if precision.autocast is not None:
+        settings.setdefault("autocast_dtype", precision.autocast)
+        settings.setdefault("loss_scaling", precision.loss_scaling)
+    if precision.sampling_dtype is not None:
+        settings.setdefault("sampling_dtype", precision.sampling_dtype)
     return TrainConfig.from_profile(profile, **settings)

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 Callback = Callable[[dict[str, Any]], Any]
 CHECKPOINT_DIR = "checkpoint"
 STATE_FILE = "trainer_state.json"
+HALF_DTYPES = ("bfloat16", "float16")
 
 
 @dataclass
@@ -81,6 +82,11 @@ class TrainConfig:
             last step (0: never); its numbers join that step's metrics.
         save_checkpoint: False never writes a checkpoint (tests, throwaway runs).
         autocast_dtype: e.g. ``"bfloat16"`` on a GPU with float32 weights; None: no autocast.
+        sampling_dtype: e.g. ``"bfloat16"``: sample rollouts (and held-out evaluations) from a
+            copy of the policy in this dtype, refreshed after every update. On a CPU, decoding
+            reads every weight once per token, so half the bytes is close to half the time;
+            the log-probs and the update still use the float32 weights (under autocast).
+            None samples from the policy itself.
         loss_scaling: scale the loss before backward (``torch.amp.GradScaler``), for float16
             autocast, whose small range would underflow small gradients.
         gradient_checkpointing: recompute each layer's activations in the backward pass
@@ -116,6 +122,7 @@ class TrainConfig:
     eval_every: int = 0
     save_checkpoint: bool = True
     autocast_dtype: str | None = None
+    sampling_dtype: str | None = None
     loss_scaling: bool = False
     gradient_checkpointing: bool = False
     lora_rank: int = 0
@@ -162,6 +169,10 @@ class TrainConfig:
                     f"= {self.batch_size} completions do not fit micro-batches of "
                     f"{self.micro_batch_size}: the batch must be a whole number of micro-batches"
                 )
+        for name in ("autocast_dtype", "sampling_dtype"):
+            if getattr(self, name) not in (None, *HALF_DTYPES):
+                raise ValueError(f"{name} must be None or one of {HALF_DTYPES}, "
+                                 f"got {getattr(self, name)!r}")
         if self.loss_type not in LOSS_TYPES:
             raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
         if self.scale not in SCALES:
@@ -237,12 +248,15 @@ def make_rollout(run: _Run, step: int) -> Batch:
                     enable_thinking=cfg.enable_thinking)
         for row in chosen
     ]
-    with run.autocast():
-        rollout = sample_group(run.model, run.tokenizer, texts, cfg.group_size,
+    started = time.perf_counter()
+    with run.sampling_context():
+        rollout = sample_group(run.sampling_model, run.tokenizer, texts, cfg.group_size,
                                max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                                top_p=cfg.top_p, seed=cfg.seed * 1_000_003 + step)
+    sampled = time.perf_counter()
     columns = group_columns(chosen, cfg.group_size)
     total, per_fn = compute_rewards(run.reward_funcs, run.reward_weights, rollout.texts, columns)
+    scored = time.perf_counter()
     advantages = group_advantages(total, cfg.group_size, scale=cfg.scale)
     device = rollout.completion_ids.device
     input_ids = torch.cat([rollout.prompt_ids, rollout.completion_ids], dim=1)
@@ -256,6 +270,8 @@ def make_rollout(run: _Run, step: int) -> Batch:
     elif cfg.beta > 0 and has_adapter(run.model):  # the base model is the reference
         with adapter_disabled(run.model):
             batch.ref_logps = frozen_logps(run, run.model, batch)
+    batch.metrics.update({"time/generate": sampled - started, "time/reward": scored - sampled,
+                          "time/frozen_logps": time.perf_counter() - scored})
     return batch
 
 
@@ -298,6 +314,7 @@ def update(run: _Run, batch: Batch) -> dict[str, float]:
     ``kl`` (beta > 0) and the ratio's extremes (``ratio/min``, ``ratio/max``; our own names).
     """
     cfg, model = run.config, run.model
+    started = time.perf_counter()
     model.train()
     run.optimizer.zero_grad(set_to_none=True)
     mask = batch.rollout.completion_mask
@@ -335,6 +352,8 @@ def update(run: _Run, batch: Batch) -> dict[str, float]:
         run.scaler.step(run.optimizer)
         extra["loss_scale"] = run.scaler.get_scale()
         run.scaler.update()
+    run.refresh_sampler()
+    extra["time/update"] = time.perf_counter() - started
     return {**sums, "ratio/min": ratio_min, "ratio/max": ratio_max, "loss": loss_value,
             "grad_norm": grad_norm.item(), "learning_rate": cfg.learning_rate, **extra}
 
@@ -364,6 +383,25 @@ class _Run:
     ref_model: Any = None
     evaluate: Evaluator | None = None
     scaler: Any = None  # torch.amp.GradScaler when config.loss_scaling
+    sampler: Any = None  # the policy's copy in config.sampling_dtype, or None
+
+    @property
+    def sampling_model(self) -> Any:
+        """The model rollouts and evaluations sample from."""
+        return self.model if self.sampler is None else self.sampler
+
+    def sampling_context(self):
+        """Autocast for sampling from the policy itself; nothing for the low-precision copy."""
+        return self.autocast() if self.sampler is None else nullcontext()
+
+    @torch.no_grad()
+    def refresh_sampler(self) -> None:
+        """Copy the policy's trainable weights into the sampling copy (after every update)."""
+        if self.sampler is None:
+            return
+        for copied, weight in zip(self.sampler.parameters(), self.model.parameters(), strict=True):
+            if weight.requires_grad:
+                copied.copy_(weight)
 
     def evaluates_at(self, step: int) -> bool:
         every = self.config.eval_every
@@ -394,6 +432,15 @@ def as_rows(prompts: Sequence[str | dict[str, Any]]) -> list[dict[str, Any]]:
     if any(set(row) != keys for row in rows):
         raise ValueError("every prompt row must have the same columns")
     return rows
+
+
+def make_sampler(model: Any, dtype: str | None) -> Any:
+    """A frozen copy of ``model`` in ``dtype`` to sample from, or None when ``dtype`` is None."""
+    if dtype is None:
+        return None
+    sampler = copy.deepcopy(model).to(getattr(torch, dtype)).eval()
+    sampler.requires_grad_(False)
+    return sampler
 
 
 def make_reference(model: Any, beta: float) -> Any:
@@ -545,6 +592,7 @@ def train(
         out.mkdir(parents=True, exist_ok=True)
         if resume and checkpoint_step(out) is not None:
             start_step = restore_checkpoint(run, out)
+            run.refresh_sampler()
         write_config(out, config, run, {**(extra_config or {}), "resumed_from_step": start_step})
     log = MetricsLog(out, keep_up_to=start_step)
     result = RunResult(run.model, run.ref_model, step=start_step, out_dir=out)
@@ -584,7 +632,8 @@ def _start(model, tokenizer, prompts, reward_funcs, config, reward_weights) -> _
     if config.loss_scaling:
         scaler = torch.amp.GradScaler(next(model.parameters()).device.type)
     return _Run(model, tokenizer, config, rows, funcs, weights, optimizer, params,
-                make_reference(model, config.beta), scaler=scaler)
+                make_reference(model, config.beta), scaler=scaler,
+                sampler=make_sampler(model, config.sampling_dtype))
 
 
 def _steps(run: _Run, result: RunResult, log: MetricsLog, callbacks, progress: bool) -> None:
@@ -622,9 +671,10 @@ def _steps(run: _Run, result: RunResult, log: MetricsLog, callbacks, progress: b
 def run_evaluation(run: _Run, step: int) -> dict[str, float]:
     """Call the evaluator in eval mode without gradients; check it returns finite numbers."""
     run.model.eval()
+    started = time.perf_counter()
     try:
-        with torch.no_grad(), run.autocast():
-            values = run.evaluate(run.model, run.tokenizer, step)
+        with torch.no_grad(), run.sampling_context():
+            values = run.evaluate(run.sampling_model, run.tokenizer, step)
     finally:
         run.model.train()
     checked = {}
@@ -632,6 +682,7 @@ def run_evaluation(run: _Run, step: int) -> dict[str, float]:
         if not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
             raise ValueError(f"evaluate returned {value!r} for {name!r}: values must be finite numbers")
         checked[str(name)] = float(value)
+    checked["time/eval"] = time.perf_counter() - started
     return checked
 
 

@@ -51,6 +51,9 @@ class Profile:
         data_source: ``"hub"`` (MBPP via ``datasets``) or ``"local"`` (the course's own
             problems in ``data/``, MBPP only if a local copy exists).
         seed: the default random seed.
+        precision: ``"auto"`` trains in what the device does best
+            (``grpo_core.hardware.detect_precision``: bfloat16 autocast on a GPU or on a CPU
+            with bfloat16 matrix instructions), ``"float32"`` in float32 throughout.
     """
 
     name: str
@@ -68,6 +71,7 @@ class Profile:
     learning_rate: float
     data_source: str
     seed: int = 0
+    precision: str = "auto"
     reason: str = ""
 
     def with_overrides(self, **changes: object) -> Profile:
@@ -97,6 +101,7 @@ _PROFILES: dict[str, Profile] = {
         max_steps=2,
         learning_rate=2e-5,
         data_source="local",
+        precision="float32",
     ),
     "cpu": Profile(
         name="cpu",

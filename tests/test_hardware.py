@@ -59,12 +59,36 @@ def test_the_gpu_profile_chooses_its_precision_from_the_device(name, fake_gpu):
     assert config.loss_scaling == (EXPECTED[name] == "float16")
 
 
-def test_the_cpu_keeps_float32():
+def test_a_cpu_without_bf16_keeps_float32():
     precision = choose_precision("cpu")
-    assert (precision.load_dtype, precision.autocast, precision.loss_scaling) == \
-        ("float32", None, False)
-    assert build_config(profiles.get_profile("cpu"),
-                        length_experiment(profiles.get_profile("cpu"))).autocast_dtype is None
+    assert (precision.load_dtype, precision.autocast, precision.loss_scaling,
+            precision.sampling_dtype) == ("float32", None, False, None)
+
+
+def test_a_cpu_with_bf16_autocasts_and_samples_from_a_bf16_copy():
+    precision = choose_precision("cpu", bf16_supported=True)
+    assert (precision.load_dtype, precision.autocast, precision.loss_scaling,
+            precision.sampling_dtype) == ("float32", "bfloat16", False, "bfloat16")
+    assert "AMX" in precision.reason
+
+
+@pytest.mark.parametrize("has_bf16", [True, False])
+def test_the_cpu_profile_takes_the_cpus_precision_and_smoke_stays_float32(monkeypatch, has_bf16):
+    monkeypatch.setattr(hardware, "cpu_has_bf16", lambda: has_bf16)
+    cpu = profiles.get_profile("cpu")
+    config = build_config(cpu, length_experiment(cpu))
+    assert config.autocast_dtype == config.sampling_dtype == ("bfloat16" if has_bf16 else None)
+    smoke = profiles.get_profile("smoke")
+    config = build_config(smoke, length_experiment(smoke))
+    assert (config.autocast_dtype, config.sampling_dtype) == (None, None)
+    forced = build_config(cpu.with_overrides(precision="float32"), length_experiment(cpu))
+    assert (forced.autocast_dtype, forced.sampling_dtype) == (None, None)
+
+
+def test_an_unknown_profile_precision_is_refused():
+    cpu = profiles.get_profile("cpu").with_overrides(precision="float8")
+    with pytest.raises(ValueError, match="'auto' or 'float32'"):
+        build_config(cpu, length_experiment(cpu))
 
 
 def test_memory_plan_for_qwen3_on_t4_l4_and_a100():

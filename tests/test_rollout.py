@@ -104,3 +104,70 @@ def test_right_padding_is_refused(smoke_policy):
             sample_group(model, tokenizer, "x", 2, max_new_tokens=2)
     finally:
         tokenizer.padding_side = "left"
+
+
+# ---------------------------------------------------------------- our decoding loop
+
+
+def test_sample_next_token_follows_the_softmax():
+    """Inverse-CDF sampling: frequencies over many draws match softmax(logits / T)."""
+    from grpo_core.rollout import sample_next_token
+
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0, -30.0]])
+    torch.manual_seed(0)
+    draws = sample_next_token(logits.expand(40_000, -1), temperature=0.7)
+    frequencies = torch.bincount(draws, minlength=5).float() / draws.numel()
+    expected = torch.softmax(logits[0] / 0.7, dim=-1)
+    assert torch.allclose(frequencies, expected, atol=0.01)
+    assert frequencies[4] == 0  # a token of probability ~1e-19 is never drawn
+
+
+def test_sample_next_token_keeps_to_the_top_p_nucleus():
+    from grpo_core.rollout import sample_next_token
+
+    probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
+    torch.manual_seed(0)
+    draws = sample_next_token(probs.log().expand(30_000, -1), top_p=0.8)
+    frequencies = torch.bincount(draws, minlength=4).float() / draws.numel()
+    # the nucleus is {0.5, 0.3} (they reach 0.8), renormalised to 5/8 and 3/8
+    assert torch.allclose(frequencies, torch.tensor([0.625, 0.375, 0.0, 0.0]), atol=0.01)
+    one = sample_next_token(probs.log().expand(50, -1), top_p=0.3)
+    assert one.eq(0).all()  # a nucleus smaller than the top token keeps the top token
+
+
+def test_greedy_decode_matches_transformers_generate(smoke_policy):
+    """The loop is ``generate``'s algorithm: with argmax it writes the same tokens."""
+    from grpo_core.rollout import _eos_token_ids, decode
+
+    model, tokenizer = smoke_policy
+    prompts = [chat_prompt(tokenizer, text) for text in ("Name a colour.", "Count to three, please.")]
+    encoded = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+    assert encoded["attention_mask"][0].eq(0).any()  # left padding is exercised
+    ours = decode(model, encoded["input_ids"], encoded["attention_mask"], max_new_tokens=12,
+                  eos_token_ids=_eos_token_ids(model, tokenizer),
+                  pad_token_id=tokenizer.pad_token_id, next_token=lambda logits: logits.argmax(-1))
+    theirs = model.generate(**encoded, do_sample=False, max_new_tokens=12,
+                            pad_token_id=tokenizer.pad_token_id)[:, encoded["input_ids"].shape[1]:]
+    assert torch.equal(ours, theirs[:, : ours.shape[1]])
+
+
+def test_decode_pads_after_eos_and_stops_when_every_row_is_done(tiny_policy):
+    from grpo_core.rollout import decode
+
+    model, tokenizer = tiny_policy
+    ids = torch.tensor([[5, 6, 7], [0, 8, 9]])
+    mask = torch.tensor([[1, 1, 1], [0, 1, 1]])
+    script = iter([torch.tensor([11, 3]), torch.tensor([3, 12]), torch.tensor([13, 14])])
+    out = decode(model, ids, mask, max_new_tokens=10, eos_token_ids=[3], pad_token_id=0,
+                 next_token=lambda logits: next(script))
+    # row 1 ends at step 1, row 0 at step 2: the loop stops there, row 1 padded after its EOS
+    assert out.tolist() == [[11, 3], [3, 0]]
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [({"temperature": 0.0}, "temperature"),
+                                                 ({"top_p": 0.0}, "top_p"),
+                                                 ({"top_p": 1.5}, "top_p")])
+def test_bad_sampling_settings_are_explained(smoke_policy, kwargs, message):
+    model, tokenizer = smoke_policy
+    with pytest.raises(ValueError, match=message):
+        sample_group(model, tokenizer, "x", 2, max_new_tokens=2, **kwargs)
