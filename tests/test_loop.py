@@ -489,3 +489,37 @@ def test_the_bf16_autocast_loss_matches_float32_on_a_fixed_batch(smoke_policy):
 def test_a_bad_precision_name_is_explained():
     with pytest.raises(ValueError, match="sampling_dtype must be None or one of"):
         config(sampling_dtype="bf16").validate()
+
+
+def test_the_log_prob_passes_use_the_configured_attention_and_restore_it(tiny_policy):
+    from grpo_core.loop import _start, make_rollout, update
+
+    model, tokenizer = tiny_policy
+    model.set_attn_implementation("sdpa")
+    seen = []
+    forward = model.forward
+
+    def recorded(*args, **kwargs):
+        seen.append(model.config._attn_implementation)
+        return forward(*args, **kwargs)
+
+    model.forward = recorded
+    losses = {}
+    for kernel in (None, "eager"):
+        run = _start(model, tokenizer, PROMPTS, [by_position],
+                     config(attn_implementation=kernel, learning_rate=0.0, num_iterations=2), None)
+        batch = make_rollout(run, 1)
+        seen.clear()
+        losses[kernel] = update(run, batch)["loss"]
+        assert seen == ["sdpa" if kernel is None else "eager"]  # one micro-batch, one pass
+        assert model.config._attn_implementation == "sdpa"  # and back for sampling
+    assert losses["eager"] == pytest.approx(losses[None], abs=1e-6)
+
+
+def test_the_optimizer_is_adamw_in_its_fused_kernel_on_cpu(tiny_policy):
+    from grpo_core.loop import _start
+
+    model, tokenizer = tiny_policy
+    run = _start(model, tokenizer, PROMPTS, [by_position], config(), None)
+    assert isinstance(run.optimizer, torch.optim.AdamW)
+    assert run.optimizer.defaults["fused"] is True

@@ -1,0 +1,84 @@
+"""Experiment 1 against the clock: how long ``python -m grpo_core length --profile cpu`` takes,
+model load included, to reach its target, in the course's default precision and in float32.
+
+The target is the one the README and notebook 07 state: the mean distance from 20 characters,
+``mean |len - 20|`` (= minus the mean reward), averaged over 5 consecutive steps, at most 10.
+Each precision runs the real command line in a subprocess (same seed, same steps) while this
+script watches ``metrics.jsonl`` and notes the wall time at which each step's line appears,
+counted from the moment the command was started (so ``import torch`` and the model load are
+included). Run it with the model already cached (``make setup`` converts it once) on an
+otherwise idle machine.
+
+    python benchmarks/bench_exp1.py [--steps 30] [--precision default|float32|both]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET, WINDOW = 10.0, 5
+
+
+def first_step_at_target(rewards: list[float], window: int = WINDOW, target: float = TARGET) -> int | None:
+    """The first step whose last ``window`` steps have mean ``-reward <= target`` (1-based)."""
+    for end in range(window, len(rewards) + 1):
+        if -sum(rewards[end - window:end]) / window <= target:
+            return end
+    return None
+
+
+def run(precision: str, steps: int, out: Path) -> dict:
+    command = [sys.executable, "-m", "grpo_core", "length", "--profile", "cpu", "--out", str(out),
+               "--steps", str(steps), "--quiet", "--no-checkpoint", "--plot-every", "1000"]
+    if precision == "float32":
+        command += ["--precision", "float32"]
+    metrics = out / "metrics.jsonl"
+    arrivals: list[float] = []
+    started = time.perf_counter()
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+    while process.poll() is None:
+        if metrics.exists():
+            lines = metrics.read_text().count("\n")
+            arrivals.extend([time.perf_counter() - started] * (lines - len(arrivals)))
+        time.sleep(0.1)
+    total = time.perf_counter() - started
+    output = process.stdout.read()
+    if process.returncode:
+        raise SystemExit(f"{' '.join(command)} failed:\n{output[-3000:]}")
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    arrivals.extend([total] * (len(records) - len(arrivals)))
+    step = first_step_at_target([r["reward"] for r in records])
+    return {"precision": precision, "step": step, "total_s": total, "steps": len(records),
+            "at_target_s": None if step is None else arrivals[step - 1],
+            "first_line_s": arrivals[0] if arrivals else None,
+            "median_step_s": sorted(r["step_time"] for r in records)[len(records) // 2]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--precision", choices=["default", "float32", "both"], default="both")
+    args = parser.parse_args()
+    names = ["default", "float32"] if args.precision == "both" else [args.precision]
+    print(f"experiment 1, cpu profile, {args.steps} steps; target: the mean |len - 20| over "
+          f"{WINDOW} steps <= {TARGET:g} characters")
+    for name in names:
+        with tempfile.TemporaryDirectory() as folder:
+            r = run(name, args.steps, Path(folder) / "run")
+        reached = ("not reached" if r["step"] is None else
+                   f"reached at step {r['step']}, {r['at_target_s']:.0f} s after the start")
+        print(f"{name:>8}: {reached}; first step logged at {r['first_line_s']:.0f} s, median step "
+              f"{r['median_step_s']:.1f} s, {r['steps']} steps in {r['total_s']:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
