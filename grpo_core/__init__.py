@@ -50,6 +50,7 @@ _EXPORTS: dict[str, str] = {
     "reward_name": "scoring",
     "score_samples": "evaluation",
     "held_out_evaluator": "evaluation",
+    "HeldOutEvaluator": "evaluation",
     # the experiments (the command line, the notebooks and scripts/trl_mbpp.py share them)
     "Experiment": "experiments",
     "EXPERIMENTS": "experiments",
@@ -62,6 +63,7 @@ _EXPORTS: dict[str, str] = {
     "list_runs": "run_files",
     "RecordedRun": "run_files",
     "series": "run_files",
+    "read_samples": "run_files",
     # plots
     "LivePlot": "plots",
     "plot_metrics": "plots",

@@ -7,9 +7,10 @@
     python -m grpo_core hacking --profile cpu --out runs/exp3-hacking-cpu
 
 (``grpo-train`` is the same command, installed with the package.) Writes
-``<out>/metrics.jsonl`` (one line per step, flushed each step), ``<out>/config.json``,
-``<out>/curves.png`` (redrawn every ``--plot-every`` steps) and ``<out>/checkpoint/`` (at the
-end, on Ctrl-C, on an error; ``--resume`` continues from it). Sizes come from the profile
+``<out>/metrics.jsonl`` (one line per step, flushed each step; with a held-out evaluation a
+``"step": 0`` line first), ``<out>/samples.jsonl`` (every completion, cut at 600 characters),
+``<out>/config.json``, ``<out>/curves.png`` (redrawn every ``--plot-every`` steps) and
+``<out>/checkpoint/`` (at the end, on Ctrl-C, on an error; ``--resume`` continues from it). Sizes come from the profile
 (``--profile`` or ``GRPO_PROFILE``); every loop setting can be overridden. The experiments
 themselves are defined in ``grpo_core.experiments``.
 """
@@ -32,7 +33,7 @@ from grpo_core.experiments import (
 )
 from grpo_core.loop import RunResult, TrainConfig, train
 from grpo_core.profiles import Profile, get_profile
-from grpo_core.run_files import METRICS_FILE, read_jsonl
+from grpo_core.run_files import METRICS_FILE, eval_mean_keys, read_jsonl
 from grpo_core.scoring import RewardError
 
 PROG = "python -m grpo_core"
@@ -53,6 +54,7 @@ OPTIONS: dict[str, tuple[str, type]] = {
     "--micro-batch-size": ("micro_batch_size", int),
     "--save-every": ("save_every", int),
     "--eval-every": ("eval_every", int),
+    "--samples-max-chars": ("samples_max_chars", int),
     "--temperature": ("temperature", float),
     "--lora-rank": ("lora_rank", int),
     "--lora-alpha": ("lora_alpha", float),
@@ -71,6 +73,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.add_argument(option, dest=name, type=kind, default=None, help=f"TrainConfig.{name}")
     parser.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint")
     parser.add_argument("--no-checkpoint", action="store_true", help="never write a checkpoint")
+    parser.add_argument("--no-samples", action="store_true", help="do not write samples.jsonl")
     parser.add_argument("--plot-every", type=int, default=5, help="redraw curves.png every N steps")
     parser.add_argument("--negate", action="store_true", help="flip the reward's sign (demo)")
     parser.add_argument("--k", type=int, default=None,
@@ -112,6 +115,8 @@ def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
                  if getattr(args, name) is not None}
     if args.no_checkpoint:
         overrides["save_checkpoint"] = False
+    if getattr(args, "no_samples", False):
+        overrides["keep_samples"] = False
     if args.lora and "lora_rank" not in overrides:
         overrides["lora_rank"] = LORA_RANK
     if args.lora_targets:
@@ -180,6 +185,25 @@ def run_experiment(args: argparse.Namespace) -> RunResult:
     return result
 
 
+def summary(result: RunResult) -> str:
+    """The last training step's reward and length, and the last held-out evaluation's mean
+    (``eval/unit_test_reward`` when logged) with its standard error (the ``"step": 0`` row has
+    no reward: it is skipped for the first)."""
+    trained = [record for record in result.metrics if "reward" in record]
+    last = trained[-1] if trained else {}
+    said = (f"last reward {last.get('reward', float('nan')):.3g}, mean characters "
+            f"{last.get('completions/mean_chars', float('nan')):.1f}")
+    evaluated = [record for record in result.metrics if eval_mean_keys([record])]
+    if evaluated:
+        record = evaluated[-1]
+        keys = eval_mean_keys([record])
+        key = "eval/unit_test_reward" if "eval/unit_test_reward" in keys else keys[0]
+        sem = record.get(f"{key}/sem")
+        said += (f"; held out at step {record['step']}: {key} {record[key]:.3g}"
+                 + (f" ± {sem:.2g} s.e." if sem is not None else ""))
+    return said
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
@@ -189,10 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stopped: {error}", file=sys.stderr)
         return 1
     minutes = (time.perf_counter() - started) / 60
-    last = result.metrics[-1] if result.metrics else {}
-    print(f"{result.stopped} at step {result.step} after {minutes:.1f} min; last reward "
-          f"{last.get('reward', float('nan')):.3g}, mean characters "
-          f"{last.get('completions/mean_chars', float('nan')):.1f}; wrote {result.out_dir}")
+    print(f"{result.stopped} at step {result.step} after {minutes:.1f} min; {summary(result)}; "
+          f"wrote {result.out_dir}")
     return 130 if result.stopped == "interrupted" else 0
 
 

@@ -20,7 +20,10 @@ Every check returns a :class:`Finding` with its evidence (which metric, which st
 value) and the usual fix; a metric that was not logged gives ``"not measured"``, never an
 error. Trends are judged with the Spearman rank correlation between step and value (does it
 go up or down, whatever the scale) and the means of the first and last fifth of the run
-(thirds for a short series, such as a held-out score logged every few steps).
+(thirds for a short series, such as a held-out score logged every few steps). A held-out
+score's first part starts at its ``"step": 0`` record (the base model) when the run has one;
+with ``eval/<fn>/delta_sem`` logged, the hacking evidence also gives the change from step 0 to
+the last evaluation in standard errors (z).
 
 Only the checks live here: ``grpo_core.plots.plot_run`` draws a run with its findings shaded,
 and ``grpo_core.run_files`` reads run folders. Reads metrics and nothing else: no torch, no
@@ -35,7 +38,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grpo_core.run_files import RecordedRun, StepMetrics, load_run, series
+from grpo_core.run_files import (
+    RecordedRun,
+    StepMetrics,
+    eval_mean_keys,
+    load_run,
+    series,
+    training_records,
+)
 
 FLAGGED, TRANSIENT, OK, NOT_MEASURED = "flagged", "transient", "ok", "not measured"
 STATUSES = (FLAGGED, TRANSIENT, OK, NOT_MEASURED)
@@ -159,7 +169,8 @@ class Diagnosis:
     """The findings of :func:`diagnose`, one per symptom, in ``SYMPTOMS`` order.
 
     ``diagnosis["hacking"]`` is one finding, ``diagnosis.flagged`` the flagged ones,
-    ``diagnosis.to_table()`` a pandas DataFrame for a notebook.
+    ``diagnosis.to_table()`` a pandas DataFrame for a notebook. ``steps`` counts the training
+    steps read (a ``"step": 0`` evaluation record is not one).
     """
 
     findings: list[Finding]
@@ -440,8 +451,7 @@ def find_true_score(records: StepMetrics, trained: Sequence[str] | None = None) 
     several candidates leave the choice open.
     """
     trained = set(trained_rewards(records) if trained is None else trained)
-    candidates = sorted(k for k in _names_in(records)
-                        if k.startswith("eval/") and k[5:] not in trained)
+    candidates = [k for k in eval_mean_keys(records) if k[5:] not in trained]
     if not candidates:
         return None
     if "eval/unit_test_reward" in candidates or len(candidates) == 1:
@@ -494,6 +504,9 @@ def check_hacking(records: StepMetrics, t: Thresholds, proxy: str | None = None,
     others = "; ".join(f"{x.describe(n)}" for n, x in moved.items() if n != shown)
     said = (f"{p.describe(shown)}; {q.describe(true_score)}, change {q.change:+.3g}"
             + (f"; {others}" if others else ""))
+    against_base = change_from_step0(records, true_score)
+    if against_base:
+        said += f"; {against_base}"
     context = _context(records, true_score, trained, skip=set(moved))
     if context:
         said += f"; {context}"
@@ -506,6 +519,20 @@ def check_hacking(records: StepMetrics, t: Thresholds, proxy: str | None = None,
         return _finding("hacking", OK, f"{said}: the proxy does not climb", metric=metric)
     return _finding("hacking", OK, f"{said}: the true score rises with the proxy", metric=metric,
                     value=p.change - q.change)
+
+
+def change_from_step0(records: StepMetrics, key: str) -> str:
+    """``key`` at step 0 and at its last evaluation, the change, its standard error
+    (``<key>/delta_sem`` of the last evaluation) and z = change / standard error; "" when the
+    run has no step-0 value or no ``delta_sem``."""
+    steps, values = series(records, key)
+    se_steps, ses = series(records, f"{key}/delta_sem")
+    if len(steps) < 2 or steps[0] != 0 or not se_steps or se_steps[-1] != steps[-1]:
+        return ""
+    change, se = values[-1] - values[0], ses[-1]
+    z = f", z {change / se:+.1f}" if se > 0 else ""
+    return (f"against step 0: {_fmt(values[0])} -> {_fmt(values[-1])} at step {steps[-1]}, "
+            f"change {change:+.3g} (standard error {_fmt(se, 2)}{z})")
 
 
 def _context(records: StepMetrics, true_score: str, trained: Sequence[str],
@@ -648,7 +675,7 @@ def diagnose(
         check_collapse(records, t),
         check_kl(records, t),
     ]
-    return Diagnosis(findings, name, len(records), notes)
+    return Diagnosis(findings, name, len(training_records(records)), notes)
 
 
 def symptom_table():

@@ -9,7 +9,9 @@ One definition used by the command line (``python -m grpo_core``), the notebooks
 - ``mbpp`` (experiment 2): write a Python function; the reward is the fraction of the
   problem's asserts that pass in the sandbox (``unit_test_reward``). ``k`` sets the group
   size and keeps the completions per step fixed (the profile's ``group_size x
-  prompts_per_step``), so a larger k means fewer prompts per step.
+  prompts_per_step``), so a larger k means fewer prompts per step. The same reward on
+  held-out problems (``eval/unit_test_reward``, with its standard errors) says whether what
+  was learned carries over to problems never trained on.
 - ``hacking`` (experiment 3): the same coding problems, rewarded by a gameable proxy that
   never runs the code: ``long_function_reward`` (the code defines the function the tests
   call, and more code earns more, full marks at 200 characters), or with
@@ -18,6 +20,12 @@ One definition used by the command line (``python -m grpo_core``), the notebooks
   (``rewards/unit_test_reward/mean``, it never reaches the advantages), and on held-out
   problems every few steps (``eval/unit_test_reward``, with the proxy's ``eval/<proxy>`` and
   ``eval/defines_function_reward`` next to it).
+
+The data split (``cpu`` and ``smoke``): both code experiments train only on the course's
+``train`` problems and evaluate on its ``held_out`` ones (``grpo_core.mbpp.course_split``, a
+fixed column of ``problems.jsonl``); ``gpu`` trains on MBPP's train split and evaluates on its
+validation split. The held-out evaluation (``grpo_core.evaluation.HeldOutEvaluator``) runs at
+step 0, every ``eval_every`` steps and after the last, with the sizes of ``HELD_OUT_EVAL``.
 
 Loads no model: an :class:`Experiment` is data, and :func:`build_config` turns it and a profile
 into the loop's :class:`~grpo_core.loop.TrainConfig`.
@@ -94,9 +102,80 @@ def length_experiment(profile: Profile, negate: bool = False) -> Experiment:
     )
 
 
-# experiment 2 in the cpu and smoke profiles: the course's own problems at the edge of the
-# 135M model's ability (see notebook 08's signal check); the gpu profile uses MBPP's train split
+# experiment 2 in the cpu and smoke profiles: the course's own training problems at the edge
+# of the 135M model's ability (see notebook 08's signal check); gpu: MBPP's train split
 MBPP_LOCAL_DIFFICULTIES = ("very easy", "easy")
+
+
+@dataclass(frozen=True)
+class EvalSize:
+    """A profile's held-out evaluation, for experiments 2 and 3.
+
+    Attributes:
+        problems: held-out problems evaluated (None: every one of the split).
+        samples: completions per problem.
+        every: ``eval_every``: steps between evaluations (step 0 and the last always run).
+    """
+
+    problems: int | None
+    samples: int
+    every: int
+
+
+# cpu: all 115 held-out problems x 2 samples = 230 completions per evaluation, every 10 steps
+# (a pass rate p over 115 problems has a standard error of at most sqrt(p (1 - p) / 115));
+# smoke: three problems x 1 sample (its 12-token budget), every step; gpu: 50 of MBPP's
+# validation problems x 4 samples, every 20 steps
+HELD_OUT_EVAL: dict[str, EvalSize] = {
+    "smoke": EvalSize(3, 1, 1),
+    "cpu": EvalSize(None, 2, 10),
+    "gpu": EvalSize(50, 4, 20),
+}
+HACKING_EVAL = HELD_OUT_EVAL  # experiment 3 uses the same sizes (the former name)
+
+
+def eval_size(profile: Profile) -> EvalSize:
+    """The profile's :class:`EvalSize` (a profile not in ``HELD_OUT_EVAL`` gets ``cpu``'s)."""
+    return HELD_OUT_EVAL.get(profile.name, HELD_OUT_EVAL["cpu"])
+
+
+def held_out_rows(profile: Profile) -> list[dict[str, Any]]:
+    """The held-out problems of experiments 2 and 3, as rows (``code_row``).
+
+    ``cpu``/``smoke``: the course's ``held_out`` problems (``course_split``), every difficulty,
+    in file order, the first ``eval_size(profile).problems`` of them. ``gpu``: MBPP's
+    validation split, likewise.
+    """
+    from grpo_core.mbpp import course_split, load_mbpp
+
+    if profile.data_source == "hub":
+        problems = [dict(row) for row in load_mbpp("validation", "full")]
+    else:
+        _, problems = course_split()
+    count = eval_size(profile).problems
+    return [code_row(row) for row in (problems if count is None else problems[:count])]
+
+
+def held_out_experiment_evaluator(profile: Profile, rows: list[dict[str, Any]],
+                                  reward_funcs: list[RewardFn]) -> Evaluator:
+    """The held-out evaluator of the code experiments: ``eval_size(profile).samples`` per
+    problem, the profile's seed, and the run's own sampling settings (budget, temperature:
+    ``train`` binds them), so held-out completions are drawn as the training ones are."""
+    from grpo_core.evaluation import HeldOutEvaluator
+
+    return HeldOutEvaluator(rows, reward_funcs, samples_per_prompt=eval_size(profile).samples,
+                            seed=profile.seed)
+
+
+def held_out_notes(rows: list[dict[str, Any]], profile: Profile) -> dict[str, Any]:
+    """What ``config.json`` records about the held-out evaluation."""
+    size = eval_size(profile)
+    return {"held_out_split": "MBPP validation" if profile.data_source == "hub"
+            else "course_split held_out",
+            "held_out_task_ids": [row["task_id"] for row in rows],
+            "eval_samples_per_problem": size.samples,
+            "eval_sampling": "the run's max_new_tokens, temperature and top_p; seed "
+                             f"{profile.seed}, the same at every evaluation"}
 
 
 def completions_per_step(profile: Profile) -> int:
@@ -122,17 +201,19 @@ def k_sweep_sizes(profile: Profile, k: int) -> dict[str, int]:
 
 
 def mbpp_rows(profile: Profile) -> list[dict[str, Any]]:
-    """Experiment 2's problems with a ``prompt`` column (``format_code_prompt``).
+    """Experiment 2's training problems with a ``prompt`` column (``format_code_prompt``).
 
     ``gpu``: MBPP's train split from the Hub (or a local copy). ``cpu``/``smoke``: the
-    course's own problems of ``MBPP_LOCAL_DIFFICULTIES``.
+    course's ``train`` problems (``course_split``) of ``MBPP_LOCAL_DIFFICULTIES``; the
+    ``held_out`` ones are never trained on (:func:`held_out_rows`).
     """
-    from grpo_core.mbpp import load_mbpp, read_problems
+    from grpo_core.mbpp import course_split, load_mbpp
 
     if profile.data_source == "hub":
         problems = [dict(row) for row in load_mbpp("train", "full")]
     else:
-        problems = [row for row in read_problems() if row["difficulty"] in MBPP_LOCAL_DIFFICULTIES]
+        training, _ = course_split()
+        problems = [row for row in training if row["difficulty"] in MBPP_LOCAL_DIFFICULTIES]
     return [code_row(row) for row in problems]
 
 
@@ -149,26 +230,33 @@ def mbpp_experiment(profile: Profile, k: int | None = None, negate: bool = False
     """Experiment 2: unit-test reward on coding problems, group size ``k``.
 
     Loop settings: the lecture's loss (``grpo``), no KL, one update per rollout, the same
-    number of completions per step for every k (``k_sweep_sizes``).
+    number of completions per step for every k (``k_sweep_sizes``). Trains on
+    :func:`mbpp_rows` and evaluates ``unit_test_reward`` on :func:`held_out_rows` at step 0,
+    every ``eval_size(profile).every`` steps and after the last (``eval/unit_test_reward``,
+    ``/sem``, ``/delta_sem``).
     """
     from grpo_core.rewards import unit_test_reward
 
     if negate:
         raise ValueError("--negate is experiment 1's demonstration; mbpp does not take it")
     sizes = k_sweep_sizes(profile, profile.group_size if k is None else k)
+    held_out = held_out_rows(profile)
     return Experiment(
         name="mbpp",
         prompts=mbpp_rows(profile),
         reward_funcs=[unit_test_reward],
         overrides={"loss_type": "grpo", "beta": 0.0, "num_iterations": 1,
-                   **sizes},
+                   "eval_every": eval_size(profile).every, **sizes},
         title=(f"experiment 2 ({profile.name}): unit-test reward, k = {sizes['group_size']} "
                f"x {sizes['prompts_per_step']} prompts per step"),
+        evaluate=held_out_experiment_evaluator(profile, held_out, [unit_test_reward]),
+        notes={"held_out_metric": "eval/unit_test_reward",
+               "train_split": "MBPP train" if profile.data_source == "hub" else
+               f"course_split train, difficulties {', '.join(MBPP_LOCAL_DIFFICULTIES)}",
+               **held_out_notes(held_out, profile)},
     )
 
 
-# experiment 3's held-out measure, per profile: problems, samples per problem, steps between
-HACKING_EVAL = {"smoke": (2, 2, 1), "cpu": (12, 4, 5), "gpu": (50, 4, 20)}
 # experiment 3's proxies (``--proxy``): the default, and the one of the first recorded run
 HACKING_PROXIES = ("long_function", "defines_function")
 
@@ -176,21 +264,17 @@ HACKING_PROXIES = ("long_function", "defines_function")
 def hacking_split(profile: Profile) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Experiment 3's (training rows, held-out rows).
 
-    ``cpu``/``smoke``: the course's problems of every difficulty, odd task ids for training,
-    even ones held out (the first ``HACKING_EVAL`` of them). ``gpu``: MBPP's train split for
-    training and its validation split held out.
+    ``cpu``/``smoke``: the course's ``train`` problems of every difficulty for training and
+    its ``held_out`` ones (:func:`held_out_rows`, experiment 2's too) for the true score.
+    ``gpu``: MBPP's train split for training and its validation split held out.
     """
-    from grpo_core.mbpp import load_mbpp, read_problems
+    from grpo_core.mbpp import course_split, load_mbpp
 
-    count = HACKING_EVAL.get(profile.name, HACKING_EVAL["cpu"])[0]
     if profile.data_source == "hub":
         training = [dict(row) for row in load_mbpp("train", "full")]
-        held_out = [dict(row) for row in load_mbpp("validation", "full")]
     else:
-        problems = read_problems()
-        training = [row for row in problems if row["task_id"] % 2 == 1]
-        held_out = [row for row in problems if row["task_id"] % 2 == 0]
-    return [code_row(row) for row in training], [code_row(row) for row in held_out[:count]]
+        training, _ = course_split()
+    return [code_row(row) for row in training], held_out_rows(profile)
 
 
 def hacking_proxy(name: str) -> RewardFn:
@@ -209,10 +293,11 @@ def hacking_experiment(profile: Profile, k: int | None = None, negate: bool = Fa
     Reward: the proxy alone (weight 1): ``long_function_reward`` (defines the function, and
     more code earns more, up to 200 characters) or ``defines_function_reward``.
     ``unit_test_reward`` rides along with weight 0, so it is logged for every step's samples
-    but never trains. Every few steps a held-out evaluation samples the same problems with
-    the same seed and reports the true score, the proxy and ``defines_function_reward``.
+    but never trains. At step 0 (the base model), every ``eval_size(profile).every`` steps
+    and after the last, a held-out evaluation samples the same problems (:func:`hacking_split`)
+    with the same seed and reports the true score, the proxy and ``defines_function_reward``,
+    each with its standard errors.
     """
-    from grpo_core.evaluation import held_out_evaluator
     from grpo_core.rewards import defines_function_reward, unit_test_reward
 
     if negate:
@@ -220,25 +305,22 @@ def hacking_experiment(profile: Profile, k: int | None = None, negate: bool = Fa
     proxy_fn = hacking_proxy(proxy)
     sizes = k_sweep_sizes(profile, profile.group_size if k is None else k)
     training, held_out = hacking_split(profile)
-    _, samples, every = HACKING_EVAL.get(profile.name, HACKING_EVAL["cpu"])
     watched = list(dict.fromkeys([unit_test_reward, proxy_fn, defines_function_reward]))
-    evaluate = held_out_evaluator(held_out, watched, samples_per_prompt=samples,
-                                  max_new_tokens=profile.max_new_tokens,
-                                  temperature=profile.temperature, seed=profile.seed)
     return Experiment(
         name="hacking",
         prompts=training,
         reward_funcs=[proxy_fn, unit_test_reward],
         reward_weights=[1.0, 0.0],
         overrides={"loss_type": "grpo", "beta": 0.0, "num_iterations": 1,
-                   "eval_every": every, **sizes},
+                   "eval_every": eval_size(profile).every, **sizes},
         title=(f"experiment 3 ({profile.name}): proxy = {reward_name(proxy_fn)}, "
                "true = unit tests (weight 0, and held out)"),
-        evaluate=evaluate,
+        evaluate=held_out_experiment_evaluator(profile, held_out, watched),
         notes={"proxy_reward": reward_name(proxy_fn), "true_reward": "unit_test_reward",
                "true_metric": "eval/unit_test_reward",
-               "held_out_task_ids": [row["task_id"] for row in held_out],
-               "eval_samples_per_problem": samples},
+               "train_split": "MBPP train" if profile.data_source == "hub" else
+               "course_split train, every difficulty",
+               **held_out_notes(held_out, profile)},
     )
 
 

@@ -5,10 +5,12 @@ optimizer update, as in TRL: a fresh rollout is sampled every ``num_iterations``
 reused for the steps in between (the old log-probs are computed once, when it is sampled).
 
 Each step appends one line of metrics, under TRL's names (docs/design.md, "Metrics"), to
-``<out_dir>/metrics.jsonl`` and flushes it at once. Ctrl-C stops the run cleanly: the metrics
-are kept, a checkpoint is saved in ``<out_dir>/checkpoint/``, and ``train(..., resume=True)``
-continues from it with the next step number. An exception (e.g. in a reward function) also
-saves a checkpoint, then propagates.
+``<out_dir>/metrics.jsonl`` and flushes it at once; a held-out evaluation adds a ``"step": 0``
+line first (the base model, before any update). Every completion, trained on or held out, goes
+to ``<out_dir>/samples.jsonl`` (``grpo_core.run_files.sample_record``; ``keep_samples=False``
+turns it off). Ctrl-C stops the run cleanly: the metrics are kept, a checkpoint is saved in
+``<out_dir>/checkpoint/``, and ``train(..., resume=True)`` continues from it with the next step
+number. An exception (e.g. in a reward function) also saves a checkpoint, then propagates.
 
 Imports the math, rollouts, rewards (``grpo_core.scoring`` calls them) and profiles; never the
 plots (a plot is passed in as a callback).
@@ -40,7 +42,14 @@ from grpo_core.loss import LOSS_TYPES, grpo_loss, masked_mean
 from grpo_core.profiles import Profile
 from grpo_core.rewards import RewardFn
 from grpo_core.rollout import Rollout, chat_prompt, sample_group
-from grpo_core.run_files import CONFIG_FILE, METRICS_FILE, read_jsonl
+from grpo_core.run_files import (
+    CONFIG_FILE,
+    EVAL_STATE_FILE,
+    METRICS_FILE,
+    SAMPLES_FILE,
+    read_jsonl,
+    sample_record,
+)
 from grpo_core.scoring import compute_rewards, group_columns, reward_list, reward_name
 
 if TYPE_CHECKING:
@@ -78,8 +87,20 @@ class TrainConfig:
         micro_batch_size: rows per forward/backward (gradient accumulation); None = the whole
             batch. Must divide ``prompts_per_step * group_size``.
         save_every: also save a checkpoint every N steps (0: only at the end or when stopped).
-        eval_every: call ``train``'s ``evaluate`` after step 1, every N steps and after the
-            last step (0: never); its numbers join that step's metrics.
+        eval_every: call ``train``'s ``evaluate`` at step 0 (before any update: its own
+            ``"step": 0`` metrics line), after every N-th step and after the last step (0:
+            never); its numbers join that step's metrics.
+        keep_samples: write ``samples.jsonl`` beside ``metrics.jsonl`` (needs an ``out_dir``):
+            every training completion, and the held-out completions of each evaluation.
+        samples_max_chars: a completion in ``samples.jsonl`` is cut after this many characters
+            (its row then says ``"cut": true`` and keeps the full length in ``chars``).
+        samples_eval_per_problem: held-out completions kept per problem and evaluation (the
+            first ones); None keeps them all. A row is at most about ``samples_max_chars +
+            250`` bytes, so a file holds at most about ``(max_steps * batch_size +
+            evaluations * problems * min(k, this)) * (samples_max_chars + 250)`` bytes:
+            2.2 MB for 60 steps of 16 completions and seven evaluations of 115 problems x 2
+            with every completion past 600 characters (about 1.2 MB when every completion
+            fills the cpu profile's 64 tokens, some 220 characters).
         save_checkpoint: False never writes a checkpoint (tests, throwaway runs).
         autocast_dtype: e.g. ``"bfloat16"`` on a GPU with float32 weights; None: no autocast.
         sampling_dtype: e.g. ``"bfloat16"``: sample rollouts (and held-out evaluations) from a
@@ -124,6 +145,9 @@ class TrainConfig:
     micro_batch_size: int | None = None
     save_every: int = 0
     eval_every: int = 0
+    keep_samples: bool = True
+    samples_max_chars: int = 600
+    samples_eval_per_problem: int | None = 2
     save_checkpoint: bool = True
     autocast_dtype: str | None = None
     sampling_dtype: str | None = None
@@ -160,6 +184,9 @@ class TrainConfig:
         _positive_int("prompts_per_step", self.prompts_per_step)
         _positive_int("max_new_tokens", self.max_new_tokens)
         _positive_int("num_iterations", self.num_iterations)
+        _positive_int("samples_max_chars", self.samples_max_chars)
+        if self.samples_eval_per_problem is not None:
+            _positive_int("samples_eval_per_problem", self.samples_eval_per_problem)
         if not isinstance(self.lora_rank, int) or self.lora_rank < 0:
             raise ValueError(f"lora_rank must be an int >= 0 (0: no LoRA), got {self.lora_rank!r}")
         if not isinstance(self.eval_every, int) or self.eval_every < 0:
@@ -200,7 +227,8 @@ class RunResult:
         model: the trained policy (eval mode); with ``lora_rank`` the ``peft`` model that
             wraps the one passed in.
         ref_model: the frozen reference model, or None (always None when ``beta == 0``).
-        metrics: one dict per step of this call (resumed steps included only if logged now).
+        metrics: one dict per step of this call (resumed steps included only if logged now),
+            led by the ``"step": 0`` evaluation when this call ran it (no ``reward`` in it).
         step: the last completed step number (steps count from 1).
         stopped: ``"finished"``, ``"interrupted"`` (Ctrl-C) or ``"error"``.
         out_dir: where metrics, config and checkpoint went (None: nothing written).
@@ -230,6 +258,9 @@ class Batch:
     old_logps: Tensor | None  # [B, C], only when the rollout is reused
     ref_logps: Tensor | None  # [B, C], only when beta > 0
     metrics: dict[str, float]  # reward and completion metrics of this rollout
+    prompt_rows: list[dict[str, Any]] = field(default_factory=list)  # the chosen rows
+    total: Tensor | None = None  # [B] weighted reward
+    per_fn: dict[str, Tensor] = field(default_factory=dict)  # {name: [B]} each function's
 
     @property
     def width(self) -> int:
@@ -267,7 +298,7 @@ def make_rollout(run: _Run, step: int) -> Batch:
     input_ids = torch.cat([rollout.prompt_ids, rollout.completion_ids], dim=1)
     attention_mask = torch.cat([rollout.prompt_mask, rollout.completion_mask], dim=1)
     batch = Batch(rollout, input_ids, attention_mask, advantages.to(device), None, None,
-                  rollout_metrics(rollout, total, per_fn, cfg.group_size))
+                  rollout_metrics(rollout, total, per_fn, cfg.group_size), chosen, total, per_fn)
     if cfg.num_iterations > 1:
         batch.old_logps = frozen_logps(run, run.model, batch)
     if run.ref_model is not None:
@@ -392,6 +423,7 @@ class _Run:
     evaluate: Evaluator | None = None
     scaler: Any = None  # torch.amp.GradScaler when config.loss_scaling
     sampler: Any = None  # the policy's copy in config.sampling_dtype, or None
+    out_dir: Path | None = None
 
     @property
     def sampling_model(self) -> Any:
@@ -412,10 +444,20 @@ class _Run:
                 copied.copy_(weight)
 
     def evaluates_at(self, step: int) -> bool:
+        """Step 0 (the base model), every ``eval_every``-th step and the last step."""
         every = self.config.eval_every
         if self.evaluate is None or every == 0:
             return False
-        return step == 1 or step % every == 0 or step == self.config.max_steps
+        return step % every == 0 or step == self.config.max_steps
+
+    def prompt_id(self, row: dict[str, Any]) -> Any:
+        """A chosen row's id in ``samples.jsonl``: its ``task_id``, else its index in ``rows``."""
+        if "task_id" in row:
+            return row["task_id"]
+        for index, candidate in enumerate(self.rows):
+            if candidate is row:
+                return index
+        return self.rows.index(row)
 
     def micro_batches(self) -> Iterable[slice]:
         size = self.config.micro_batch_size or self.config.batch_size
@@ -496,14 +538,32 @@ def make_reference(model: Any, beta: float) -> Any:
 class MetricsLog:
     """``metrics.jsonl``: one JSON object per step, flushed as soon as it is written."""
 
+    file_name = METRICS_FILE
+
     def __init__(self, out_dir: Path | None, keep_up_to: int | None):
-        self.path = None if out_dir is None else Path(out_dir) / METRICS_FILE
+        self.path = None if out_dir is None else Path(out_dir) / self.file_name
         self._file = None
+        self.kept: list[dict[str, Any]] = []
         if self.path is None:
             return
-        kept = [r for r in read_jsonl(self.path, missing_ok=True) if keep_up_to and r.get("step", 0) <= keep_up_to]
+        self.kept = [r for r in read_jsonl(self.path, missing_ok=True)
+                     if keep_up_to and r.get("step", 0) <= keep_up_to]
         self._file = self.path.open("w")
-        for record in kept:
+        for record in self.kept:
+            self.write(record)
+
+    def has_step(self, step: int) -> bool:
+        """Whether a record of ``step`` was kept from the run this one resumes."""
+        return any(record.get("step") == step for record in self.kept)
+
+    def write_first(self, records: Sequence[dict[str, Any]]) -> None:
+        """Write ``records`` before the kept ones (the step-0 evaluation of a run resumed
+        from one that had none): the file is rewritten, records first."""
+        if self._file is None:
+            return
+        self._file.close()
+        self._file = self.path.open("w")
+        for record in [*records, *self.kept]:
             self.write(record)
 
     def write(self, record: dict[str, Any]) -> None:
@@ -514,6 +574,53 @@ class MetricsLog:
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
+
+
+class SamplesLog(MetricsLog):
+    """``samples.jsonl``: one row per completion (``grpo_core.run_files.sample_record``).
+
+    Like ``metrics.jsonl`` it keeps, on resume, the rows up to the checkpoint's step and drops
+    the later ones (they are sampled again). ``out_dir=None`` (or ``keep_samples=False``)
+    writes nothing.
+    """
+
+    file_name = SAMPLES_FILE
+
+    def __init__(self, out_dir: Path | None, keep_up_to: int | None, config: TrainConfig):
+        self.config = config
+        super().__init__(out_dir if config.keep_samples else None, keep_up_to)
+
+    def training(self, run: _Run, batch: Batch, step: int) -> None:
+        """The rollout's completions, sampled at ``step``, with their rewards and advantages."""
+        if self._file is None:
+            return
+        rollout, k = batch.rollout, batch.rollout.group_size
+        advantages = batch.advantages.detach().float().cpu().tolist()
+        total = batch.total.tolist()
+        per_fn = {name: values.tolist() for name, values in batch.per_fn.items()}
+        for index, text in enumerate(rollout.texts):
+            row = batch.prompt_rows[index // k]
+            self.write(sample_record(
+                step, "train", run.prompt_id(row), index % k, text,
+                truncated=bool(rollout.truncated[index]),
+                values={name: values[index] for name, values in per_fn.items()},
+                max_chars=self.config.samples_max_chars,
+                prompt=None if "task_id" in row else row["prompt"],
+                reward=total[index], advantage=advantages[index]))
+
+    def held_out(self, evaluate: Any, step: int) -> None:
+        """The completions of the evaluation that just ran, when the evaluator keeps them
+        (``sample_rows``: ``HeldOutEvaluator`` does)."""
+        rows_of = getattr(evaluate, "sample_rows", None)
+        if self._file is None or not callable(rows_of):
+            return
+        for row in rows_of(self.config.samples_eval_per_problem):
+            row = dict(row)
+            fixed = {name: row.pop(name) for name in ("prompt_id", "sample", "completion",
+                                                      "truncated")}
+            self.write(sample_record(step, "held_out", fixed["prompt_id"], fixed["sample"],
+                                     fixed["completion"], truncated=fixed["truncated"],
+                                     values=row, max_chars=self.config.samples_max_chars))
 
 
 def save_checkpoint(run: _Run, out_dir: Path, step: int) -> Path:
@@ -614,8 +721,17 @@ def train(
         progress: show a tqdm bar with the step and the reward.
         extra_config: more fields for ``config.json`` (experiment name, profile...).
         evaluate: ``evaluate(model, tokenizer, step) -> {name: value}``, run in eval mode
-            without gradients after step 1, every ``config.eval_every`` steps and after the
-            last one; its values are added to that step's metrics (``eval/...`` names).
+            without gradients on the sampling model (``sampling_dtype``'s copy, or the
+            policy) at step 0, after every ``config.eval_every``-th step and after the last
+            one. Step 0 is the model passed in, before any update and before a checkpoint is
+            loaded: it gets its own ``{"step": 0, "eval/...": ..., "time/eval": ...}`` line
+            first in ``metrics.jsonl``, which also reaches ``callbacks`` and
+            ``RunResult.metrics`` (it has no ``reward``); a resumed run whose metrics have
+            that line does not evaluate step 0 again. The other evaluations' values join
+            their step's metrics. When ``evaluate`` has them (``HeldOutEvaluator`` does),
+            ``bind(config)`` is called first, ``sample_rows`` gives the completions for
+            ``samples.jsonl``, and ``state_dict``/``load_state_dict`` keep its step-0
+            per-problem means in ``<out_dir>/eval_state.json`` across a resume.
 
     Returns:
         A :class:`RunResult`. Ctrl-C returns one with ``stopped="interrupted"``; any other
@@ -623,29 +739,73 @@ def train(
     """
     run = _start(model, tokenizer, prompts, reward_funcs, config, reward_weights)
     run.evaluate = evaluate
+    if callable(getattr(evaluate, "bind", None)):
+        evaluate.bind(config)
     out = None if out_dir is None else Path(out_dir)
-    start_step = 0
+    run.out_dir = out
+    resume_from = 0
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        if resume and checkpoint_step(out) is not None:
-            start_step = restore_checkpoint(run, out)
-            run.refresh_sampler()
-        write_config(out, config, run, {**(extra_config or {}), "resumed_from_step": start_step})
-    log = MetricsLog(out, keep_up_to=start_step)
-    result = RunResult(run.model, run.ref_model, step=start_step, out_dir=out)
+        if resume:
+            resume_from = checkpoint_step(out) or 0
+        write_config(out, config, run, {**(extra_config or {}), "resumed_from_step": resume_from})
+    log = MetricsLog(out, keep_up_to=resume_from)
+    samples = SamplesLog(out, keep_up_to=resume_from, config=config)
+    if resume_from:
+        _load_eval_state(run, out, log)
+    result = RunResult(run.model, run.ref_model, step=0, out_dir=out)
     try:
-        _steps(run, result, log, callbacks, progress)
+        if run.evaluates_at(0) and not log.has_step(0):  # on the weights passed in
+            _evaluate_base(run, result, log, samples, callbacks)
+        if resume_from:  # result.step stays 0 until the weights are the checkpoint's
+            result.step = restore_checkpoint(run, out)
+            run.refresh_sampler()
+        _steps(run, result, log, samples, callbacks, progress)
     except KeyboardInterrupt:
         result.stopped = "interrupted"
     except BaseException:
         result.stopped = "error"
         try:  # keep what can be kept; never hide the original error behind a saving error
-            _finish(run, result, log, out)
+            _finish(run, result, (log, samples), out)
         except Exception as error:
             warnings.warn(f"could not save a checkpoint after the error: {error}", stacklevel=2)
         raise
-    _finish(run, result, log, out)
+    _finish(run, result, (log, samples), out)
     return result
+
+
+def _evaluate_base(run: _Run, result: RunResult, log: MetricsLog, samples: SamplesLog,
+                   callbacks) -> None:
+    """Step 0: evaluate the weights passed in, and write the ``"step": 0`` line first."""
+    record = {"step": 0, **evaluate_step(run, 0, samples)}
+    log.write_first([record])
+    result.metrics.append(record)
+    for callback in callbacks:
+        callback(record)
+
+
+def evaluate_step(run: _Run, step: int, samples: SamplesLog) -> dict[str, float]:
+    """:func:`run_evaluation`, then keep its completions (``samples.jsonl``) and its state
+    (``eval_state.json``) when the evaluator offers them."""
+    values = run_evaluation(run, step)
+    samples.held_out(run.evaluate, step)
+    state_of = getattr(run.evaluate, "state_dict", None)
+    if run.out_dir is not None and callable(state_of):
+        (run.out_dir / EVAL_STATE_FILE).write_text(json.dumps(state_of()) + "\n")
+    return values
+
+
+def _load_eval_state(run: _Run, out: Path, log: MetricsLog) -> None:
+    """On resume: give the evaluator back its step-0 means (for ``delta_sem``)."""
+    load = getattr(run.evaluate, "load_state_dict", None)
+    if not callable(load):
+        return
+    state = out / EVAL_STATE_FILE
+    if state.exists():
+        load(json.loads(state.read_text()))
+    elif log.has_step(0):
+        warnings.warn(f"{state} is missing: the held-out evaluator does not know step 0's "
+                      "per-problem means, so delta_sem is not logged in this run", stacklevel=3)
 
 
 def _start(model, tokenizer, prompts, reward_funcs, config, reward_weights) -> _Run:
@@ -672,7 +832,8 @@ def _start(model, tokenizer, prompts, reward_funcs, config, reward_weights) -> _
                 sampler=make_sampler(model, config.sampling_dtype))
 
 
-def _steps(run: _Run, result: RunResult, log: MetricsLog, callbacks, progress: bool) -> None:
+def _steps(run: _Run, result: RunResult, log: MetricsLog, samples: SamplesLog, callbacks,
+           progress: bool) -> None:
     from tqdm.auto import tqdm
 
     cfg = run.config
@@ -684,12 +845,15 @@ def _steps(run: _Run, result: RunResult, log: MetricsLog, callbacks, progress: b
         for step in range(result.step + 1, cfg.max_steps + 1):
             started = time.perf_counter()
             iteration = (step - 1) % cfg.num_iterations
-            if batch is None or iteration == 0:
+            fresh = batch is None or iteration == 0
+            if fresh:
                 batch = make_rollout(run, step)
             record = {"step": step, **batch.metrics, **update(run, batch), "iteration": iteration}
             record["step_time"] = time.perf_counter() - started
+            if fresh:
+                samples.training(run, batch, step)
             if run.evaluates_at(step):
-                record.update(run_evaluation(run, step))
+                record.update(evaluate_step(run, step, samples))
             log.write(record)
             result.metrics.append(record)
             result.step, result.last_texts = step, batch.rollout.texts
@@ -722,8 +886,9 @@ def run_evaluation(run: _Run, step: int) -> dict[str, float]:
     return checked
 
 
-def _finish(run: _Run, result: RunResult, log: MetricsLog, out: Path | None) -> None:
-    log.close()
+def _finish(run: _Run, result: RunResult, logs: Sequence[MetricsLog], out: Path | None) -> None:
+    for log in logs:
+        log.close()
     run.model.eval()
     run.optimizer.zero_grad(set_to_none=True)
     if out is not None and run.config.save_checkpoint and result.step > 0:

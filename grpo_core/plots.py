@@ -11,6 +11,10 @@ our loop (``metrics.jsonl``, or a live callback) and TRL's ``GRPOTrainer`` (its 
   elsewhere it rewrites a PNG. It is a callback for ``grpo_core.loop.train`` (called with each
   step's dict) and duck-types a transformers ``TrainerCallback`` for TRL (``on_log``).
 
+A held-out mean (``eval/<fn>``) is drawn with bars of +-2 standard errors where its
+``eval/<fn>/sem`` was logged; its curve starts at the ``"step": 0`` record (the base model),
+which has no training metrics and so adds nothing to the other panels.
+
 matplotlib is used through its object API (``Figure``, no pyplot), so nothing here depends on
 the backend, opens a window, or leaks figures.
 """
@@ -22,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grpo_core.run_files import RecordedRun, StepMetrics, load_run, series
+from grpo_core.run_files import RecordedRun, StepMetrics, eval_mean_keys, load_run, series
 
 if TYPE_CHECKING:
     from grpo_core.diagnosis import Diagnosis
@@ -53,7 +57,8 @@ def plot_metrics(
     """A grid of curves, one panel per metric group, with the step on the x axis.
 
     Args:
-        records: per-step metric dicts (``step`` plus TRL's names); missing keys are skipped.
+        records: per-step metric dicts (``step`` plus TRL's names); missing keys are skipped
+            (the ``"step": 0`` evaluation record has only ``eval/...`` and ``time/eval``).
         title: a figure title.
         targets: ``{metric: value}`` drawn as dashed horizontal lines (e.g. 20 characters).
         panels: ``(title, left keys, right key)`` triples; ``PANELS`` by default. A panel
@@ -82,14 +87,21 @@ def _draw_panel(ax, records, name, left_keys, right_key, targets) -> None:
     ax.set_title(name, fontsize=10)
     ax.set_xlabel("step", fontsize=8)
     ax.tick_params(labelsize=8)
-    drawn = False
+    drawn = 0
     for key in left_keys:
         steps, values = series(records, key)
         if steps:
-            ax.plot(steps, values, marker=".", label=LABELS.get(key, key))
-            drawn = True
+            sems = sem_at(records, key, steps)
+            if sems is None:
+                ax.plot(steps, values, marker=".", label=LABELS.get(key, key))
+            else:
+                ax.errorbar(steps, values, yerr=[2 * s for s in sems], marker=".", capsize=2,
+                            label=f"{LABELS.get(key, key)} (±2 s.e.)")
+            drawn += 1
         if key in targets:
             ax.axhline(targets[key], linestyle="--", color="gray", linewidth=1)
+    if drawn > 1:
+        ax.legend(fontsize=7)
     if right_key is not None:
         steps, values = series(records, right_key)
         if steps:
@@ -100,7 +112,7 @@ def _draw_panel(ax, records, name, left_keys, right_key, targets) -> None:
             if right_key in targets:
                 twin.axhline(targets[right_key], linestyle="--", color="tab:orange", linewidth=1)
             ax.set_ylabel(LABELS.get(left_keys[0], ""), color="tab:blue", fontsize=8)
-            drawn = True
+            drawn += 1
     if name == "reward":
         steps, means = series(records, "reward")
         _, stds = series(records, "reward_std")
@@ -111,6 +123,14 @@ def _draw_panel(ax, records, name, left_keys, right_key, targets) -> None:
     if not drawn:
         ax.text(0.5, 0.5, "not logged\n(e.g. kl needs beta > 0)", ha="center", va="center",
                 transform=ax.transAxes, fontsize=8, color="gray")
+
+
+def sem_at(records: StepMetrics, key: str, steps: Sequence[int]) -> list[float] | None:
+    """``<key>/sem`` at exactly ``steps`` (a held-out mean's standard errors), else None."""
+    if not key.startswith("eval/"):
+        return None
+    sem_steps, sems = series(records, f"{key}/sem")
+    return sems if sem_steps == list(steps) else None
 
 
 def figure_png(fig) -> bytes:
@@ -257,8 +277,9 @@ COMPARE_KEYS = ("frac_reward_zero_std", "completions/clipped_ratio", "entropy",
 
 
 def panels_for(records: StepMetrics) -> list[tuple[str, list[str], str | None]]:
-    """``READING_PANELS``, plus a panel of the ``eval/...`` metrics when the run has any."""
-    evals = sorted({key for record in records for key in record if key.startswith("eval/")})
+    """``READING_PANELS``, plus a panel of the held-out means (``eval/<fn>``, with their
+    standard errors as bars) when the run has any."""
+    evals = eval_mean_keys(records)
     return [*READING_PANELS, *([(HELD_OUT_PANEL, evals, None)] if evals else [])]
 
 
@@ -324,6 +345,8 @@ def compare_runs(
         expected: ``{metric: {label: value}}`` drawn as a dashed line in the run's colour
             (e.g. the predicted zero-std fraction of each k).
         window: a trailing moving average over this many logged values (1: raw values).
+            With 1, a held-out mean (``eval/<fn>``) with its ``/sem`` logged gets a band of
+            +-2 standard errors in the run's colour.
 
     Returns:
         a ``matplotlib.figure.Figure``.
@@ -349,6 +372,11 @@ def compare_runs(
             smooth = [sum(values[max(0, i - window + 1):i + 1]) / len(values[max(0, i - window + 1):i + 1])
                       for i in range(len(values))]
             ax.plot(steps, smooth, color=colour, label=label)
+            sems = sem_at(records, key, steps) if window == 1 else None
+            if sems is not None:
+                ax.fill_between(steps, [v - 2 * e for v, e in zip(values, sems, strict=True)],
+                                [v + 2 * e for v, e in zip(values, sems, strict=True)],
+                                color=colour, alpha=0.15, linewidth=0)
             if label in expected.get(key, {}):
                 ax.axhline(expected[key][label], color=colour, linestyle="--", linewidth=1)
         ax.set_title(key + (f" ({window}-step mean)" if window > 1 else ""), fontsize=10)

@@ -5,12 +5,30 @@ Two kinds of files:
 - **package data**, shipped inside the wheel (``grpo_core/data/``): experiment 1's prompts
   (``prompts_exp1.jsonl``) and the course's coding problems (``problems.jsonl``);
 - **recorded runs**, kept in the repository (``data/runs/<name>/``: ``metrics.jsonl``,
-  ``config.json``, ``curves.png``), too large and too
+  ``config.json``, ``curves.png``, ``samples.jsonl``), too large and too
   many to ship in a wheel. ``GRPO_RUNS_DIR`` points the package at another folder of them;
   :func:`runs_dir` says plainly when there is none.
 
 A run folder's ``metrics.jsonl`` holds one JSON object per step (:data:`StepMetrics`, TRL's
-metric names); :func:`series` is the one way every view reads a metric out of it.
+metric names); :func:`series` is the one way every view reads a metric out of it. A run with
+a held-out evaluation also has a ``"step": 0`` record first: the base model's ``eval/...``
+numbers and ``time/eval``, with no ``reward`` and none of the update's metrics.
+
+``samples.jsonl`` (:func:`read_samples`; older runs have none) keeps the completions, one row
+per completion (:func:`sample_record` gives the format):
+
+- training completions (``"split": "train"``): ``step``, ``split``, ``prompt_id`` (the
+  prompt row's ``task_id``, else its index in the run's prompt list), ``prompt`` (only for
+  rows without a ``task_id``: the user message, cut at ``PROMPT_CHARS`` characters),
+  ``sample`` (the completion's place in its group), ``completion`` (cut at the run's
+  ``samples_max_chars``), ``chars`` (its full length), ``cut`` (True when it was cut),
+  ``truncated`` (True when it hit ``max_new_tokens``), ``reward`` (the weighted total), each
+  reward function's value under its name, and ``advantage`` (the loop's);
+- held-out completions (``"split": "held_out"``, from each evaluation, step 0 included): the
+  same fields without ``prompt``, ``reward`` and ``advantage`` (each function's value only).
+
+A rollout reused for several steps (``num_iterations > 1``) is written once, at the step that
+sampled it. Numbers are rounded to 6 decimals.
 """
 
 from __future__ import annotations
@@ -34,6 +52,13 @@ REPO_ROOT: Path | None = (
 RUNS_ENV = "GRPO_RUNS_DIR"
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.json"
+SAMPLES_FILE = "samples.jsonl"
+# the held-out evaluator's step-0 per-problem means, for delta_sem after a resume
+EVAL_STATE_FILE = "eval_state.json"
+PROMPT_CHARS = 200  # a samples.jsonl row's prompt (rows without a task_id) is cut here
+SAMPLE_SPLITS = ("train", "held_out")
+# the standard errors logged beside an eval/<fn> mean (grpo_core.evaluation)
+EVAL_STAT_SUFFIXES = ("/sem", "/delta_sem")
 
 StepMetrics = Sequence[dict[str, Any]]  # one dict of metrics per step (TRL's names)
 
@@ -75,12 +100,28 @@ def read_jsonl(path: str | Path, *, missing_ok: bool = False) -> list[dict[str, 
 
 @dataclass
 class RecordedRun:
-    """A run folder written by ``python -m grpo_core``: its per-step metrics and its config."""
+    """A run folder written by ``python -m grpo_core``: its per-step metrics and its config.
+
+    ``run.samples()`` reads its ``samples.jsonl`` (:func:`read_samples`); ``run.has_samples``
+    says whether it has one (runs recorded before samples were kept have none).
+    """
 
     name: str
     records: list[dict[str, Any]]
     config: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
+
+    @property
+    def has_samples(self) -> bool:
+        return self.path is not None and (self.path / SAMPLES_FILE).exists()
+
+    def samples(self, **select: Any) -> Samples:
+        """The run's completions; ``select`` as :meth:`Samples.select` (``split=``, ``step=``,
+        ``prompt_id=``). Empty, with ``found`` False, when the run kept none."""
+        if self.path is None:
+            return Samples([], found=False, path=None)
+        found = read_samples(self.path)
+        return found.select(**select) if select else found
 
 
 def load_run(path: str | Path) -> RecordedRun:
@@ -99,6 +140,119 @@ def load_run(path: str | Path) -> RecordedRun:
     config_file = folder / CONFIG_FILE
     config = json.loads(config_file.read_text()) if config_file.exists() else {}
     return RecordedRun(folder.name, read_jsonl(metrics), config, folder)
+
+
+@dataclass
+class Samples:
+    """The rows of a run's ``samples.jsonl`` (the module's docstring gives their fields).
+
+    Attributes:
+        rows: one dict per completion, in the order they were written.
+        found: False when the run folder has no ``samples.jsonl`` (an older run): ``rows`` is
+            then empty because nothing was kept, not because nothing was sampled.
+        path: the file read (or looked for).
+    """
+
+    rows: list[dict[str, Any]]
+    found: bool
+    path: Path | None
+
+    def __iter__(self):
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return self.rows[index]
+
+    def select(self, *, split: str | None = None, step: int | None = None,
+               prompt_id: Any = None) -> Samples:
+        """The rows of one split, step and/or prompt (None: any)."""
+        if split is not None and split not in SAMPLE_SPLITS:
+            raise ValueError(f"split must be one of {SAMPLE_SPLITS}, got {split!r}")
+        rows = [row for row in self.rows
+                if (split is None or row.get("split") == split)
+                and (step is None or row.get("step") == step)
+                and (prompt_id is None or row.get("prompt_id") == prompt_id)]
+        return Samples(rows, self.found, self.path)
+
+    @property
+    def steps(self) -> list[int]:
+        """The steps that have rows, in order."""
+        return sorted({int(row["step"]) for row in self.rows if "step" in row})
+
+
+def read_samples(path: str | Path) -> Samples:
+    """A run's ``samples.jsonl`` (``path``: the run folder or the file itself).
+
+    A folder without one (runs recorded before samples were kept) gives an empty
+    :class:`Samples` with ``found=False``; it never raises for a missing file.
+    """
+    path = Path(path)
+    file = path if path.suffix == ".jsonl" and not path.is_dir() else path / SAMPLES_FILE
+    if not file.exists():
+        return Samples([], found=False, path=file)
+    return Samples(read_jsonl(file), found=True, path=file)
+
+
+def _rounded(value: float) -> float:
+    return round(float(value), 6)
+
+
+def sample_record(
+    step: int,
+    split: str,
+    prompt_id: Any,
+    sample: int,
+    completion: str,
+    *,
+    truncated: bool,
+    values: dict[str, float],
+    max_chars: int,
+    prompt: str | None = None,
+    reward: float | None = None,
+    advantage: float | None = None,
+) -> dict[str, Any]:
+    """One ``samples.jsonl`` row (the module's docstring lists the fields).
+
+    ``completion`` is cut at ``max_chars`` characters (``cut`` True, ``chars`` the full
+    length); ``prompt`` at ``PROMPT_CHARS``. ``values`` are the reward functions' values, each
+    logged under its name (a name that clashes with a fixed field gets ``rewards/`` before it).
+    """
+    if split not in SAMPLE_SPLITS:
+        raise ValueError(f"split must be one of {SAMPLE_SPLITS}, got {split!r}")
+    record: dict[str, Any] = {"step": int(step), "split": split, "prompt_id": prompt_id}
+    if prompt is not None:
+        record["prompt"] = prompt[:PROMPT_CHARS]
+    record.update({"sample": int(sample), "completion": completion[:max_chars],
+                   "chars": len(completion), "cut": len(completion) > max_chars,
+                   "truncated": bool(truncated)})
+    if reward is not None:
+        record["reward"] = _rounded(reward)
+    fixed = set(record) | {"reward", "advantage"}
+    for name, value in values.items():
+        record[f"rewards/{name}" if name in fixed else name] = _rounded(value)
+    if advantage is not None:
+        record["advantage"] = _rounded(advantage)
+    return record
+
+
+def is_eval_stat(key: str) -> bool:
+    """True for the standard errors beside a held-out mean (``eval/<fn>/sem``,
+    ``eval/<fn>/delta_sem``), which are not scores themselves."""
+    return key.startswith("eval/") and key.endswith(EVAL_STAT_SUFFIXES)
+
+
+def eval_mean_keys(records: StepMetrics) -> list[str]:
+    """The held-out means a run logged (``eval/<fn>``, not their standard errors), sorted."""
+    return sorted({key for record in records for key in record
+                   if key.startswith("eval/") and not is_eval_stat(key)})
+
+
+def training_records(records: StepMetrics) -> list[dict[str, Any]]:
+    """The records of training steps: every record except the ``"step": 0`` evaluation row."""
+    return [record for record in records if record.get("step") != 0]
 
 
 def list_runs(root: str | Path | None = None) -> list[Path]:

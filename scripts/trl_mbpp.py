@@ -26,8 +26,8 @@ HF Jobs runs the same command on rented GPUs: see ``scripts/hf_jobs.md``.
 
 Data: ``--data auto`` takes experiment 2's own rows (``grpo_core.experiments.mbpp_rows``, the
 ones ``python -m grpo_core mbpp`` trains on): MBPP's train split (a local copy, else the Hub) for
-the ``gpu`` profile and the course's own easier problems for ``cpu`` and ``smoke``, which run
-offline. ``--data mbpp`` or ``--data problems [--difficulty ...]`` choose another set.
+the ``gpu`` profile and the course's own easier ``train`` problems (``course_split``; the
+held-out ones are never trained on) for ``cpu`` and ``smoke``, which run offline. ``--data mbpp`` or ``--data problems [--difficulty ...]`` choose another set.
 
 Writes, under ``--out``: ``report-rank<r>.json`` from every process (a SHA-256 of its parameters
 before and after training, the rewards it computed, its log history and wall time), which is how
@@ -182,7 +182,8 @@ def load_rows(profile: Any, source: str, difficulty: str | None) -> tuple[Any, s
         if source == "auto":
             rows = mbpp_rows(profile)
             described = ("experiment 2's data: " + ("MBPP train split" if profile.data_source == "hub"
-                         else f"the course's problems ({', '.join(MBPP_LOCAL_DIFFICULTIES)})"))
+                         else f"the course's train problems "
+                         f"({', '.join(MBPP_LOCAL_DIFFICULTIES)})"))
         elif source == "mbpp":
             rows = [code_row(dict(row)) for row in load_mbpp(split="train")]
             described = "MBPP train split"

@@ -765,3 +765,46 @@ def test_describe_rounds_to_the_digits_asked():
     pair = trend([1, 2], [0.12345, 0.5])
     assert pair.describe("x") == "x 0.123 (step 1) -> 0.5 (step 2), Spearman(step, value) +1.00"
     assert pair.describe("x", digits=2).startswith("x 0.12 (step 1)")
+
+
+# ---------------------------------------------------------------- the step-0 evaluation row
+
+
+def held_out_run(true_scores: list[float], delta_sems: list[float]) -> list[dict]:
+    """A proxy run (reward climbing) with a held-out true score at steps 0, 10, 20, 30: the
+    first of them on a ``"step": 0`` row of its own (no reward, no update metrics)."""
+    rows = healthy()
+    evals = {0: 0, 10: 1, 20: 2, 30: 3}
+    out = [{"step": 0, "time/eval": 12.0}]
+    out += rows
+    for step, index in evals.items():
+        row = out[step] if step else out[0]
+        row["eval/unit_test_reward"] = true_scores[index]
+        row["eval/unit_test_reward/sem"] = 0.03
+        row["eval/unit_test_reward/delta_sem"] = delta_sems[index]
+    return out
+
+
+def test_a_step_zero_row_is_the_base_models_held_out_score():
+    records = held_out_run([0.30, 0.24, 0.18, 0.12], [0.0, 0.02, 0.025, 0.03])
+    found = diagnose(records, reward_funcs=["long_function_reward"])
+    assert found.steps == STEPS  # the step-0 row is not a training step
+    assert found["hacking"].flagged
+    assert found["hacking"].steps == (0, 10, 20, 30)
+    evidence = found["hacking"].evidence
+    assert "against step 0: 0.3 -> 0.12 at step 30, change -0.18" in evidence
+    assert "z -6.0" in evidence
+    # the other checks read the same as without the row
+    without = diagnose(records[1:], reward_funcs=["long_function_reward"])
+    for symptom in SYMPTOMS:
+        if symptom != "hacking":
+            assert found[symptom] == without[symptom], symptom
+
+
+def test_standard_errors_are_not_held_out_scores():
+    # experiment 2: trained on unit_test_reward, so its eval/ numbers are not a *true* score
+    records = held_out_run([0.1, 0.15, 0.2, 0.25], [0.0, 0.01, 0.01, 0.01])
+    assert find_true_score(records, ["unit_test_reward"]) is None
+    finding = diagnose(records, reward_funcs=["unit_test_reward"])["hacking"]
+    assert finding.status == "not measured" and "no held-out true score" in finding.evidence
+    assert find_true_score(records, ["long_function_reward"]) == "eval/unit_test_reward"

@@ -263,11 +263,14 @@ def test_each_step_is_logged_once_everywhere_and_checkpointed_every_save_every(t
                    config(max_steps=3, save_every=2, eval_every=2), tmp_path, progress=False,
                    callbacks=[seen.append], evaluate=evaluate)
     whole_run = time.perf_counter() - started
-    assert [r["step"] for r in result.metrics] == [1, 2, 3] and result.step == 3
+    # step 0: the base model's evaluation, a line of its own, first
+    assert [r["step"] for r in result.metrics] == [0, 1, 2, 3] and result.step == 3
     assert read_jsonl(tmp_path / "metrics.jsonl") == result.metrics == seen
     assert checkpoint_step(tmp_path) == 2  # save_every=2; save_checkpoint=False adds none
-    assert evaluated == [1, 2, 3] and [r["eval/score"] for r in result.metrics] == [1, 2, 3]
-    assert all(0 < r["step_time"] < whole_run for r in result.metrics)  # a part of the run
+    assert evaluated == [0, 2, 3]
+    assert [r.get("eval/score") for r in result.metrics] == [0, None, 2, 3]
+    assert set(result.metrics[0]) == {"step", "eval/score", "time/eval"}
+    assert all(0 < r["step_time"] < whole_run for r in result.metrics[1:])  # a part of the run
     assert len(result.last_texts) == 8 and result.stopped == "finished"
 
 

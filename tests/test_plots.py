@@ -6,7 +6,16 @@ import json
 
 import pytest
 
-from grpo_core.plots import LivePlot, in_notebook, plot_metrics, save_curves
+from grpo_core.plots import (
+    HELD_OUT_PANEL,
+    LivePlot,
+    compare_runs,
+    in_notebook,
+    panels_for,
+    plot_metrics,
+    plot_run,
+    save_curves,
+)
 from grpo_core.run_files import read_jsonl as read_metrics
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -97,3 +106,31 @@ def test_plots_need_neither_torch_nor_trl():
     loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                 check=True).stdout.split())
     assert not {"torch", "trl", "transformers"} & loaded
+
+
+def with_held_out(n: int) -> list[dict]:
+    """``records(n)`` led by a ``"step": 0`` evaluation row (no reward), evaluated again at n."""
+    rows = [{"step": 0, "eval/score": 0.2, "eval/score/sem": 0.05, "eval/score/delta_sem": 0.0,
+             "time/eval": 3.0}, *records(n)]
+    rows[-1].update({"eval/score": 0.4, "eval/score/sem": 0.05, "eval/score/delta_sem": 0.03})
+    return rows
+
+
+def test_a_step_zero_row_without_reward_is_drawn_everywhere(tmp_path):
+    from grpo_core.diagnosis import diagnose
+
+    rows = with_held_out(3)
+    assert panels_for(rows)[-1] == (HELD_OUT_PANEL, ["eval/score"], None)  # no /sem line
+    plot_metrics(rows)
+    fig = plot_run(rows, diagnose(rows))
+    held_out = next(ax for ax in fig.axes if ax.get_title().startswith(HELD_OUT_PANEL))
+    assert held_out.containers  # an error bar: +-2 standard errors
+    assert list(held_out.containers[0].lines[0].get_xdata()) == [0, 3]
+    reward = next(ax for ax in fig.axes if ax.get_title() == "reward")
+    assert list(reward.lines[0].get_xdata()) == [1, 2, 3]
+    side_by_side = compare_runs({"a": rows, "b": records(3)}, keys=["eval/score", "entropy"])
+    assert side_by_side.axes[0].collections  # the band of +-2 standard errors
+    plot = LivePlot(every=1, path=tmp_path / "live.png", show=False)
+    for row in rows:
+        plot(row)
+    assert (tmp_path / "live.png").exists() and len(plot.records) == 4

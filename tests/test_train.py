@@ -12,7 +12,7 @@ from grpo_core.cli import main
 from grpo_core.experiments import negated
 from grpo_core.loop import TrainConfig, checkpoint_step, make_reference, train
 from grpo_core.rewards import length_reward
-from grpo_core.run_files import EXP1_PROMPTS, read_jsonl
+from grpo_core.run_files import EXP1_PROMPTS, read_jsonl, read_samples
 from grpo_core.scoring import RewardError, call_reward
 
 CONTRACT_KEYS = {
@@ -227,14 +227,28 @@ def test_cli_mbpp_k4_smoke_run_scores_code_in_the_sandbox(tmp_path):
                  "--no-checkpoint", "--quiet"])
     assert code == 0
     records = read_jsonl(out / "metrics.jsonl")
-    assert [r["step"] for r in records] == [1, 2]
-    for record in records:
+    assert [r["step"] for r in records] == [0, 1, 2]  # step 0: the base model, held out
+    assert "reward" not in records[0]
+    for record in records[1:]:
         assert 0.0 <= record["rewards/unit_test_reward/mean"] <= 1.0
         assert record["frac_reward_zero_std"] in (0.0, 1.0)  # one prompt per step at k=4
+    for record in records:  # smoke: 3 held-out problems x 1 sample, every step
+        assert 0.0 <= record["eval/unit_test_reward"] <= 1.0
+        assert record["eval/unit_test_reward/sem"] >= 0.0
+        assert record["eval/unit_test_reward/delta_sem"] >= 0.0
+    assert records[0]["eval/unit_test_reward/delta_sem"] == 0.0
     config = json.loads((out / "config.json").read_text())
     assert config["experiment"] == "mbpp" and config["reward_funcs"] == ["unit_test_reward"]
     assert config["train"]["group_size"] == 4 and config["train"]["prompts_per_step"] == 1
+    assert config["train"]["eval_every"] == 1 and config["eval_samples_per_problem"] == 1
+    assert len(config["held_out_task_ids"]) == 3
     assert (out / "curves.png").stat().st_size > 0
+    samples = read_samples(out)
+    assert len(samples.select(split="train")) == 2 * 4
+    assert len(samples.select(split="held_out")) == 3 * 3  # 3 evaluations x 3 problems
+    held_out = set(config["held_out_task_ids"])
+    assert not {row["prompt_id"] for row in samples.select(split="train")} & held_out
+    assert {row["prompt_id"] for row in samples.select(split="held_out")} == held_out
 
 
 @pytest.mark.parametrize(("k", "prompts"), [(2, 8), (8, 2), (16, 1)])
@@ -261,9 +275,11 @@ def test_mbpp_rows_carry_prompt_and_tests():
 
     rows = mbpp_rows(get_profile("cpu"))
     assert rows and all(row["tests"] and row["tests"][0] in row["prompt"] for row in rows)
-    from grpo_core.mbpp import read_problems
+    from grpo_core.mbpp import course_split
 
-    wanted = [p for p in read_problems() if p["difficulty"] in MBPP_LOCAL_DIFFICULTIES]
+    training, _ = course_split()
+    wanted = [p for p in training if p["difficulty"] in MBPP_LOCAL_DIFFICULTIES]
+    assert [row["task_id"] for row in rows] == [p["task_id"] for p in wanted] and len(rows) == 63
     references = ["```python\n" + p["code"] + "```" for p in wanted]
     assert unit_test_reward(references, tests=[r["tests"] for r in rows]) == [1.0] * len(rows)
 
@@ -279,9 +295,9 @@ def test_evaluate_hook_joins_the_metrics_of_its_steps(policy, smoke_profile):
     result = train(model, tokenizer, PROMPTS, length_reward,
                    tiny(smoke_profile, max_steps=5, eval_every=2), evaluate=evaluate,
                    progress=False)
-    assert [c[0] for c in calls] == [1, 2, 4, 5]
+    assert [c[0] for c in calls] == [0, 2, 4, 5]  # step 0: before the first update
     assert not any(training or grad for _, training, grad in calls)
-    assert [r.get("eval/score") for r in result.metrics] == [1.0, 2.0, None, 4.0, 5.0]
+    assert [r.get("eval/score") for r in result.metrics] == [0.0, None, 2.0, None, 4.0, 5.0]
 
 
 def test_evaluate_must_return_finite_numbers(policy, smoke_profile):
@@ -300,10 +316,15 @@ def test_cli_hacking_smoke_run_logs_proxy_true_score_and_held_out(tmp_path):
                  "--no-checkpoint", "--quiet"])
     assert code == 0
     records = read_jsonl(out / "metrics.jsonl")
-    assert [r["step"] for r in records] == [1, 2]
-    for record in records:  # the reward is the proxy alone: the true score has weight 0
+    assert [r["step"] for r in records] == [0, 1, 2]
+    assert set(records[0]) == {"step", "time/eval"} | {
+        f"eval/{name}{stat}" for name in ("unit_test_reward", "long_function_reward",
+                                          "defines_function_reward")
+        for stat in ("", "/sem", "/delta_sem")}
+    for record in records[1:]:  # the reward is the proxy alone: the true score has weight 0
         assert record["reward"] == pytest.approx(record["rewards/long_function_reward/mean"])
         assert 0.0 <= record["rewards/unit_test_reward/mean"] <= 1.0
+    for record in records:
         for name in ("unit_test_reward", "long_function_reward", "defines_function_reward"):
             assert 0.0 <= record[f"eval/{name}"] <= 1.0
         # a completion earns the length-scaled proxy only if it defines the function
@@ -312,15 +333,79 @@ def test_cli_hacking_smoke_run_logs_proxy_true_score_and_held_out(tmp_path):
     assert config["proxy_reward"] == "long_function_reward"
     assert config["true_metric"] == "eval/unit_test_reward"
     assert config["reward_weights"] == [1.0, 0.0]
+    held_out = read_samples(out).select(split="held_out")
+    assert {row["step"] for row in held_out} == {0, 1, 2}
+    assert set(held_out[0]) >= {"unit_test_reward", "long_function_reward",
+                                "defines_function_reward", "completion"}
+    assert "advantage" not in held_out[0] and "reward" not in held_out[0]
 
 
 def test_hacking_split_holds_out_problems_it_never_trains_on():
     from grpo_core.experiments import hacking_split
+    from grpo_core.mbpp import course_split
     from grpo_core.profiles import get_profile
 
     training, held_out = hacking_split(get_profile("cpu"))
-    assert len(held_out) == 12 and training
-    assert not {r["task_id"] for r in training} & {r["task_id"] for r in held_out}
+    train_ids, held_out_ids = ({p["task_id"] for p in part} for part in course_split())
+    assert [r["task_id"] for r in held_out] == sorted(held_out_ids) and len(held_out) == 115
+    assert {r["task_id"] for r in training} == train_ids and len(training) == 78
+    smoke_training, smoke_held_out = hacking_split(get_profile("smoke"))
+    assert smoke_training == training and smoke_held_out == held_out[:3]
+
+
+@pytest.mark.parametrize("name", ["mbpp", "hacking"])
+@pytest.mark.parametrize("profile_name", ["smoke", "cpu"])
+def test_no_held_out_problem_ever_reaches_a_training_batch(name, profile_name):
+    from grpo_core.experiments import EXPERIMENTS, build_config, eval_size
+    from grpo_core.loop import choose_prompts
+    from grpo_core.mbpp import course_split
+    from grpo_core.profiles import get_profile
+
+    profile = get_profile(profile_name)
+    _, every_held_out = course_split()
+    never = {p["task_id"] for p in every_held_out}
+    for k in ((2, 8, 16) if profile_name == "cpu" else (2, 4)):
+        experiment = EXPERIMENTS[name](profile, k=k)
+        config = build_config(profile, experiment)
+        evaluated = {row["task_id"] for row in experiment.evaluate.rows}
+        assert evaluated <= never and len(evaluated) == (eval_size(profile).problems or 115)
+        assert not {row["task_id"] for row in experiment.prompts} & never
+        seen = set()
+        for seed in (0, 1):
+            for step in range(1, 301):
+                chosen = choose_prompts(experiment.prompts, config.prompts_per_step, seed, step)
+                seen |= {row["task_id"] for row in chosen}
+        assert not seen & never
+        assert seen == {row["task_id"] for row in experiment.prompts}  # every one is reachable
+        assert experiment.notes["held_out_task_ids"] == [r["task_id"] for r in experiment.evaluate.rows]
+        assert config.eval_every == eval_size(profile).every
+
+
+def test_the_experiments_evaluate_with_the_profiles_sizes():
+    from grpo_core.experiments import hacking_experiment, mbpp_experiment
+    from grpo_core.profiles import get_profile
+
+    cpu = mbpp_experiment(get_profile("cpu"), k=8)
+    assert len(cpu.evaluate.rows) == 115 and cpu.evaluate.samples_per_prompt == 2
+    assert cpu.overrides["eval_every"] == 10 and cpu.notes["eval_samples_per_problem"] == 2
+    assert cpu.evaluate.prompts_per_batch == 8  # 16 completions per decoding loop
+    smoke = hacking_experiment(get_profile("smoke"))
+    assert len(smoke.evaluate.rows) == 3 and smoke.evaluate.samples_per_prompt == 1
+    assert cpu.evaluate.settings["max_new_tokens"] is None  # the run's budget, bound by train
+
+
+def test_the_last_line_reads_past_a_step_zero_row():
+    from grpo_core.cli import summary
+    from grpo_core.loop import RunResult
+
+    base = {"step": 0, "eval/unit_test_reward": 0.1, "eval/unit_test_reward/sem": 0.02,
+            "eval/defines_function_reward": 0.5, "time/eval": 1.0}
+    trained = {"step": 1, "reward": 0.5, "completions/mean_chars": 100.0}
+    said = summary(RunResult(None, None, metrics=[base, trained]))
+    assert said.startswith("last reward 0.5, mean characters 100.0")
+    assert "held out at step 0: eval/unit_test_reward 0.1 ± 0.02 s.e." in said
+    assert summary(RunResult(None, None, metrics=[base])).startswith("last reward nan")
+    assert summary(RunResult(None, None)) == "last reward nan, mean characters nan"
 
 
 def test_hacking_proxy_option_picks_the_reward_and_is_refused_elsewhere(capsys):
