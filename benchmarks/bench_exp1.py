@@ -9,13 +9,17 @@ counted from the moment the command was started (so ``import torch`` and the mod
 included). Run it with the model already cached (``make setup`` converts it once) on an
 otherwise idle machine.
 
-    python benchmarks/bench_exp1.py [--steps 30] [--precision default|float32|both]
+    python benchmarks/bench_exp1.py [--steps 30] [--precision default|float32|both] [--keep DIR]
+
+``--keep DIR`` keeps the default-precision run in DIR (the recorded run
+``data/runs/exp1-length-cpu`` is made this way; its ``config.json`` holds the command).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,8 +39,9 @@ def first_step_at_target(rewards: list[float], window: int = WINDOW, target: flo
 
 
 def run(precision: str, steps: int, out: Path) -> dict:
+    # the learner's command (progress bar, curves redrawn every 5 steps), without a checkpoint
     command = [sys.executable, "-m", "grpo_core", "length", "--profile", "cpu", "--out", str(out),
-               "--steps", str(steps), "--quiet", "--no-checkpoint", "--plot-every", "1000"]
+               "--steps", str(steps), "--no-checkpoint"]
     if precision == "float32":
         command += ["--precision", "float32"]
     metrics = out / "metrics.jsonl"
@@ -66,13 +71,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--precision", choices=["default", "float32", "both"], default="both")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="write the default-precision run to this folder (replaced)")
     args = parser.parse_args()
     names = ["default", "float32"] if args.precision == "both" else [args.precision]
     print(f"experiment 1, cpu profile, {args.steps} steps; target: the mean |len - 20| over "
           f"{WINDOW} steps <= {TARGET:g} characters")
     for name in names:
-        with tempfile.TemporaryDirectory() as folder:
-            r = run(name, args.steps, Path(folder) / "run")
+        if name == "default" and args.keep is not None:
+            shutil.rmtree(args.keep, ignore_errors=True)
+            r = run(name, args.steps, args.keep.resolve())
+        else:
+            with tempfile.TemporaryDirectory() as folder:
+                r = run(name, args.steps, Path(folder) / "run")
         reached = ("not reached" if r["step"] is None else
                    f"reached at step {r['step']}, {r['at_target_s']:.0f} s after the start")
         print(f"{name:>8}: {reached}; first step logged at {r['first_line_s']:.0f} s, median step "

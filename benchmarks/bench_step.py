@@ -148,12 +148,14 @@ def run_ours(steps: int, device: str, *, sizes: dict[str, int] = SIZES, precisio
     model, tokenizer = loader(device)
     generations: list[tuple[float, int]] = []
     timed_decode(generations)
-    sampling = None if precision is None else precision.sampling_dtype
+    from grpo_core.experiments import precision_settings
+    from grpo_core.hardware import float32_precision
+
+    precision = precision or float32_precision(device)
+    sampling = precision.sampling_dtype
     config = TrainConfig(**sizes, max_steps=steps + 1, learning_rate=LR, loss_type="grpo",
-                         beta=0.0, save_checkpoint=False,
-                         autocast_dtype=None if precision is None else precision.autocast,
-                         sampling_dtype=sampling,
-                         loss_scaling=precision is not None and precision.loss_scaling)
+                         beta=0.0, save_checkpoint=False, keep_samples=False,
+                         **precision_settings(device, precision))  # the course's settings
     result = train(model, tokenizer, prompts(), length_reward, config, progress=False)
     step_times = [r["step_time"] for r in result.metrics[1:]]
     phases = {key: statistics.median(r[key] for r in result.metrics[1:])

@@ -340,6 +340,21 @@ def profile_precision(profile: Profile) -> Precision:
     return detect_precision(profile.device)
 
 
+def precision_settings(device: str, precision: Precision) -> dict[str, Any]:
+    """The ``TrainConfig`` fields that ``precision`` and the device decide: autocast, loss
+    scaling, the sampling copy's dtype, and (on a CPU) eager attention for the log-prob passes,
+    measured faster there than SDPA's flash kernel (README, "Where the time goes")."""
+    settings: dict[str, Any] = {}
+    if precision.autocast is not None:
+        settings["autocast_dtype"] = precision.autocast
+        settings["loss_scaling"] = precision.loss_scaling
+    if precision.sampling_dtype is not None:
+        settings["sampling_dtype"] = precision.sampling_dtype
+    if device == "cpu":
+        settings["attn_implementation"] = "eager"
+    return settings
+
+
 def build_config(profile: Profile, experiment: Experiment, *, precision: Precision | None = None,
                  **overrides: Any) -> TrainConfig:
     """Profile sizes, then the experiment's settings, then ``overrides`` (TrainConfig fields).
@@ -347,15 +362,10 @@ def build_config(profile: Profile, experiment: Experiment, *, precision: Precisi
     The precision comes from the profile (:func:`profile_precision`), or ``precision``: on a
     GPU the weights stay float32 and the loop autocasts to bfloat16, or to float16 with loss
     scaling where the GPU has no bfloat16 tensor cores (a T4); on a CPU with bfloat16 matrix
-    instructions it autocasts to bfloat16 and samples from a bfloat16 copy of the policy.
+    instructions it autocasts to bfloat16 and samples from a bfloat16 copy of the policy
+    (:func:`precision_settings`).
     """
-    settings = {**experiment.overrides, **overrides}
     precision = precision or profile_precision(profile)
-    if precision.autocast is not None:
-        settings.setdefault("autocast_dtype", precision.autocast)
-        settings.setdefault("loss_scaling", precision.loss_scaling)
-    if precision.sampling_dtype is not None:
-        settings.setdefault("sampling_dtype", precision.sampling_dtype)
-    if profile.device == "cpu":  # measured faster for the backward (README, "Where the time goes")
-        settings.setdefault("attn_implementation", "eager")
+    settings = {**precision_settings(profile.device, precision), **experiment.overrides,
+                **overrides}
     return TrainConfig.from_profile(profile, **settings)

@@ -123,7 +123,6 @@ def _positions(attention_mask: Tensor) -> Tensor:
     return (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
 
 
-@torch.no_grad()
 def decode(
     model: PreTrainedModel,
     input_ids: Tensor,
@@ -148,6 +147,14 @@ def decode(
     Returns:
         ``[B, C]`` new token ids, ``C <= max_new_tokens``.
     """
+    with torch.inference_mode():  # no autograd bookkeeping at all: less work per operation
+        new_ids = _decode(model, input_ids, attention_mask, max_new_tokens, eos_token_ids,
+                          pad_token_id, next_token)
+    return new_ids.clone()  # a normal tensor again, usable as the input of a training pass
+
+
+def _decode(model, input_ids, attention_mask, max_new_tokens, eos_token_ids, pad_token_id,
+            next_token) -> Tensor:
     from transformers import DynamicCache
 
     cache = DynamicCache(config=model.config)

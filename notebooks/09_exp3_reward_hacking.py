@@ -296,6 +296,9 @@ plot.close()
 # %%
 for record in result.metrics:
     held_out = {key: round(value, 3) for key, value in record.items() if key.startswith("eval/")}
+    if "reward" not in record:  # step 0: the base model's held-out score, before any update
+        print(f"step 0 (no update yet): held out {held_out}")
+        continue
     print(f"step {record['step']}: proxy {record['rewards/long_function_reward/mean']:.3f}, "
           f"tests on the same samples {record['rewards/unit_test_reward/mean']:.3f}; "
           f"held out {held_out or '(not evaluated at this step)'}")

@@ -78,6 +78,7 @@ def test_the_cpu_profile_takes_the_cpus_precision_and_smoke_stays_float32(monkey
     cpu = profiles.get_profile("cpu")
     config = build_config(cpu, length_experiment(cpu))
     assert config.autocast_dtype == config.sampling_dtype == ("bfloat16" if has_bf16 else None)
+    assert config.attn_implementation == "eager"  # faster backward on a CPU, either precision
     smoke = profiles.get_profile("smoke")
     config = build_config(smoke, length_experiment(smoke))
     assert (config.autocast_dtype, config.sampling_dtype) == (None, None)
