@@ -163,8 +163,9 @@ def _decode(model, input_ids, attention_mask, max_new_tokens, eos_token_ids, pad
     finished = torch.zeros(input_ids.size(0), dtype=torch.bool, device=input_ids.device)
     ids, tokens = input_ids, []
     for _ in range(max_new_tokens):
+        last = torch.tensor([ids.size(1) - 1], device=ids.device)  # an index: see scored_positions
         logits = model(input_ids=ids, attention_mask=attention_mask, position_ids=positions,
-                       cache=cache, use_cache=True, logits_to_keep=1).logits[:, -1]
+                       cache=cache, use_cache=True, logits_to_keep=last).logits[:, -1]
         token = next_token(logits).masked_fill(finished, pad_token_id)
         tokens.append(token)
         finished |= torch.isin(token, eos)
