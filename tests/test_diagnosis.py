@@ -808,3 +808,294 @@ def test_standard_errors_are_not_held_out_scores():
     finding = diagnose(records, reward_funcs=["unit_test_reward"])["hacking"]
     assert finding.status == "not measured" and "no held-out true score" in finding.evidence
     assert find_true_score(records, ["long_function_reward"]) == "eval/unit_test_reward"
+
+
+# --- the rest of what the checks promise (issue 23's survivors) ----------------------------------
+
+def test_a_level_metric_that_was_not_logged_is_named_in_the_evidence():
+    diagnosis = diagnose([{"step": 1, "reward": 1.0}])
+    assert diagnosis["no signal"].evidence == "frac_reward_zero_std was not logged"
+    assert diagnosis["truncation"].evidence == "completions/clipped_ratio was not logged"
+    assert diagnosis["KL blow-up"].evidence == (
+        "kl was not logged (beta = 0 loads no reference model, so there is no KL to read)")
+
+
+def test_a_transient_level_reports_its_peak():
+    rows = with_values(healthy(), "completions/clipped_ratio", [0.9, 0.8, 0.6] + [0.0] * 27)
+    finding = diagnose(rows)["truncation"]
+    assert finding.status == "transient" and finding.value == 0.9
+    assert "peak 0.9 at step 1" in finding.evidence
+
+
+def kl_spike_at_5(rewards: dict[str, list[float]]) -> str:
+    """The KL evidence of a 6-step run whose kl spikes at step 5, with these reward series."""
+    rows = with_values(healthy(n=6), "kl", [0.01] * 4 + [0.5, 0.01])
+    for key, values in rewards.items():
+        rows = with_values(rows, key, values)
+    finding = diagnose(rows)["KL blow-up"]
+    assert finding.flagged and finding.steps == (5,)
+    return finding.evidence
+
+
+def test_the_rewards_rising_into_a_kl_spike_include_the_spikes_own_step():
+    # three values up to and including the spike's step are enough to call it a rise
+    evidence = kl_spike_at_5({"rewards/up/mean": [None, None, 0.1, 0.2, 0.4, 0.0]})
+    assert evidence.endswith("; rising up to it: rewards/up/mean (a hack?)")
+    two = kl_spike_at_5({"rewards/up/mean": [None, None, None, 0.2, 0.4, 0.0]})
+    assert "rising" not in two
+
+
+def test_every_reward_rising_into_a_kl_spike_is_named_and_only_reward_means():
+    rising = [0.1, 0.2, 0.3, 0.4, 0.5, 0.0]
+    evidence = kl_spike_at_5({"rewards/a/mean": rising, "rewards/b/mean": rising,
+                              "rewards/a/std": rising, "eval/a/mean": rising})
+    assert evidence.endswith("; rising up to it: rewards/a/mean, rewards/b/mean (a hack?)")
+
+
+def test_a_reward_whose_rank_correlation_is_exactly_the_default_trend_rho_rose_into_the_spike():
+    before = [0.1, 0.5, 0.2, 0.3, 0.4]  # ranks 0 4 1 2 3: Spearman exactly 0.4
+    assert spearman(range(5), before) == 0.4 == Thresholds().trend_rho
+    evidence = kl_spike_at_5({"rewards/up/mean": [*before, 0.0]})
+    assert evidence.endswith("; rising up to it: rewards/up/mean (a hack?)")
+
+
+def test_a_kl_past_the_limit_at_exactly_three_steps_shows_them_all_without_an_ellipsis():
+    three = diagnose(with_values(healthy(n=8), "kl", [0.5] * 5 + [2.0, 3.0, 2.5]))["KL blow-up"]
+    assert three.evidence == "step 6: 2 >= 1; step 7: 3 >= 1; step 8: 2.5 >= 1"
+    four = diagnose(with_values(healthy(n=9), "kl", [0.5] * 5 + [2.0, 3.0, 2.5, 2.0]))
+    assert four["KL blow-up"].evidence == "step 6: 2 >= 1; step 7: 3 >= 1; step 8: 2.5 >= 1; ..."
+
+
+def collapse_of(entropy: list[float], reward_std: list[float] | None = None,
+                **thresholds) -> str:
+    rows = with_values(healthy(), "entropy", entropy)
+    rows = with_values(rows, "reward_std", entropy if reward_std is None else reward_std)
+    return status(diagnose(rows, thresholds=Thresholds(**thresholds)), "collapse")
+
+
+def test_collapse_from_a_start_below_1():
+    assert collapse_of([0.8 * 0.85 ** s for s in range(STEPS)]) == "flagged"
+
+
+def test_low_ends_without_a_falling_trend_are_not_collapse():
+    dip = [2.0] * 6 + [0.2, 3.0] * 9 + [0.5] * 6  # last fifth a quarter of the first, rho -0.16
+    assert trend(list(range(1, STEPS + 1)), dip).last <= 0.35 * 2.0
+    assert collapse_of(dip) == "ok"
+
+
+def test_a_series_that_starts_at_0_has_not_collapsed():
+    zero_ends = [0.0] * 6 + [1.0 - i / 18 for i in range(18)] + [0.0] * 6  # rho -0.22
+    assert collapse_of(zero_ends, trend_rho=0.2) == "ok"
+
+
+def test_a_fall_with_exactly_minus_trend_rho_is_a_fall():
+    noisy = [2.0 * 0.85 ** s * (1.5 if s % 3 == 0 else 1.0) for s in range(STEPS)]
+    rho = trend(list(range(1, STEPS + 1)), noisy).rho
+    assert -1.0 < rho < -0.4
+    clean = [2.0 * 0.85 ** s for s in range(STEPS)]  # rho -1
+    assert collapse_of(noisy, clean, trend_rho=-rho) == "flagged"
+    assert collapse_of(noisy, clean, trend_rho=up(-rho)) == "ok"
+
+
+def without(rows: list[dict], *keys: str) -> list[dict]:
+    return [{k: v for k, v in row.items() if k not in keys} for row in rows]
+
+
+def eval_series(rows: list[dict], key: str):
+    return trend(*series(rows, key))
+
+
+def test_the_hacking_evidence_in_full_with_one_proxy_and_nothing_else_logged():
+    falling = without(hacked([0.20, 0.18, 0.15, 0.12, 0.10, 0.08, 0.05]), "eval/proxy_reward")
+    p, q = eval_series(falling, "reward"), eval_series(falling, "eval/unit_test_reward")
+    finding = diagnose(falling)["hacking"]
+    said = f"{p.describe('reward')}; {q.describe('eval/unit_test_reward')}, change {q.change:+.3g}"
+    assert finding.evidence == said + ": the proxy climbs while the true score falls"
+    assert finding.value == pytest.approx(p.change - q.change)
+    flat = without(hacked([0.10, 0.12, 0.09, 0.11, 0.10, 0.12, 0.11]), "eval/proxy_reward")
+    q = eval_series(flat, "eval/unit_test_reward")
+    assert diagnose(flat)["hacking"].evidence == (
+        f"{p.describe('reward')}; {q.describe('eval/unit_test_reward')}, change {q.change:+.3g}"
+        ": the proxy climbs while the true score stays flat")
+
+
+def test_a_true_score_that_falls_by_exactly_true_flat_stays_flat():
+    rows = hacked([0.20, 0.18, 0.15, 0.12, 0.10, 0.08, 0.05])
+    fall = -eval_series(rows, "eval/unit_test_reward").change
+    at = diagnose(rows, thresholds=Thresholds(true_flat=fall))["hacking"]
+    assert at.flagged and at.evidence.endswith("the true score stays flat")
+    past = diagnose(rows, thresholds=Thresholds(true_flat=down(fall)))["hacking"]
+    assert past.flagged and past.evidence.endswith("the true score falls")
+
+
+def test_a_true_score_rising_with_the_proxy_reports_the_gap_between_their_rises():
+    rows = hacked([0.10, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4])
+    finding = diagnose(rows)["hacking"]
+    assert finding.status == "ok"
+    p, q = eval_series(rows, "reward"), eval_series(rows, "eval/unit_test_reward")
+    assert finding.value == pytest.approx(p.change - q.change)
+
+
+def test_every_other_proxy_is_shown_after_the_climbing_one():
+    rows = hacked([0.20, 0.18, 0.15, 0.12, 0.10, 0.08, 0.05])
+    for row in rows:
+        if "eval/proxy_reward" in row:
+            row["eval/other"] = 0.3
+    finding = diagnose(rows, reward_funcs=["proxy_reward", "other"])["hacking"]
+    assert finding.metric == "reward vs eval/unit_test_reward"
+    others = (f"; {eval_series(rows, 'eval/other').describe('eval/other')}"
+              f"; {eval_series(rows, 'eval/proxy_reward').describe('eval/proxy_reward')}")
+    assert others in finding.evidence
+    assert "held out, " not in finding.evidence  # each proxy once: not again as context
+
+
+def test_two_values_of_each_are_enough_to_judge_hacking_and_to_give_context():
+    rng = random.Random(1)
+    rows = hacked([0.2, 0.1], every=30)  # the true score and the held-out proxy: steps 1 and 30
+    rows = with_values(rows, "reward", [rng.choice([0.4, 0.9]) for _ in range(STEPS)])
+    for row in rows:
+        row["rewards/proxy_reward/mean"] = row["reward"]
+    rows[0]["rewards/unit_test_reward/mean"], rows[-1]["rewards/unit_test_reward/mean"] = 0.3, 0.2
+    finding = diagnose(rows)["hacking"]
+    assert finding.flagged and finding.metric == "eval/proxy_reward vs eval/unit_test_reward"
+    told = diagnose(rows, proxy="reward")["hacking"]
+    assert told.status == "ok"  # the noisy training reward does not climb; the context says why
+    held_out = eval_series(rows, "eval/proxy_reward").describe("eval/proxy_reward")
+    training = eval_series(rows, "rewards/unit_test_reward/mean").describe(
+        "rewards/unit_test_reward/mean")
+    assert (f"; held out, {held_out}; on the training samples, {training}: the proxy does not "
+            "climb") in told.evidence
+
+
+def test_the_true_score_on_the_training_samples_only_for_an_untrained_eval_score():
+    rows = hacked([0.20, 0.18, 0.15, 0.12, 0.10, 0.08, 0.05])
+    for row in rows:
+        row["rewards/pass/mean"] = 0.5
+        if "eval/unit_test_reward" in row:
+            row["true/pass"] = row["eval/unit_test_reward"]
+    named = diagnose(rows, true_score="true/pass")["hacking"]  # not an eval/<fn> score
+    assert named.flagged and "on the training samples" not in named.evidence
+    trained = diagnose(rows, true_score="eval/proxy_reward")["hacking"]  # trained on
+    assert trained.metric == "reward vs eval/proxy_reward"
+    assert "on the training samples" not in trained.evidence
+
+
+def test_one_value_of_the_true_score_is_not_measured_whatever_the_proxies():
+    rows = hacked([0.20, 0.18, 0.15, 0.12, 0.10, 0.08, 0.05])
+    rows = [row if row["step"] == 1 else without([row], "eval/unit_test_reward")[0]
+            for row in rows]
+    finding = diagnose(rows)["hacking"]
+    assert finding.status == "not measured"
+    assert finding.evidence == ("1 value(s) of eval/unit_test_reward, and of reward or "
+                                "eval/proxy_reward: needs two of each")
+
+
+def test_check_hacking_alone_reads_the_trained_rewards_from_the_records():
+    from grpo_core.diagnosis import check_hacking
+
+    rows = hacked([0.20, 0.18, 0.15, 0.12, 0.10, 0.08, 0.05])
+    assert check_hacking(rows, Thresholds()) == diagnose(rows)["hacking"]
+
+
+def hacking_of(rewards: list[float], **thresholds) -> Finding:
+    """The hacking finding of a run with this training reward and a flat true score."""
+    rows = [{"step": s, "reward": r} for s, r in enumerate(rewards, start=1)]
+    for row in rows[::2]:
+        row["eval/unit_test_reward"] = 0.2
+    return diagnose(rows, thresholds=Thresholds(**thresholds))["hacking"]
+
+
+def test_a_proxy_of_exactly_min_trend_points_values_rises_by_its_trend():
+    rewards = [0.50, 0.51, 0.52, 0.53, 0.54, 0.55]  # change 0.04 < sparse_rise, rho 1
+    assert trend(range(6), rewards).change < Thresholds().sparse_rise
+    assert hacking_of(rewards).flagged
+    assert hacking_of(rewards, min_trend_points=7).status == "ok"  # sparse: too small a rise
+
+
+def test_a_dense_proxy_with_a_rank_trend_but_equal_ends_does_not_rise():
+    rewards = [0.5] * 6 + [0.1 + 0.8 * i / 17 for i in range(18)] + [0.5] * 6
+    rising = trend(range(STEPS), rewards)
+    assert rising.change == 0.0 and rising.rho > 0.4
+    finding = hacking_of(rewards)
+    assert finding.status == "ok" and finding.evidence.endswith(": the proxy does not climb")
+
+
+def test_a_dense_proxy_whose_rho_is_exactly_trend_rho_rises():
+    rewards = [row["reward"] for row in healthy()]
+    rho = trend(range(STEPS), rewards).rho
+    assert 0.4 < rho < 1.0
+    assert hacking_of(rewards, trend_rho=rho).flagged
+    assert hacking_of(rewards, trend_rho=up(rho)).status == "ok"
+
+
+def test_length_gaming_with_too_few_character_counts_names_that_metric():
+    chars = with_values(without(healthy(n=5), "completions/mean_length"), "completions/mean_chars",
+                        [100.0] * 5)
+    few = diagnose(chars)["length gaming"]
+    assert few.status == "not measured" and few.metric == "completions/mean_chars"
+
+
+def test_length_gaming_reads_only_the_steps_that_logged_the_reward():
+    rows = with_values(healthy(), "completions/mean_length", [30 + 2 * s for s in range(STEPS)])
+    rows = [without([row], "reward")[0] if row["step"] in (3, 7) else row for row in rows]
+    finding = diagnose(rows)["length gaming"]
+    assert finding.flagged and finding.evidence.startswith(
+        eval_series(rows, "completions/mean_length").describe("completions/mean_length"))
+
+
+@pytest.mark.parametrize(("start", "growth"), [(0.0, math.inf), (0.5, None)])
+def test_length_growth_from_a_short_or_empty_start(start, growth):
+    lengths = [start] * 6 + [start + 2.0 * s for s in range(1, 25)]
+    rows = with_values(healthy(), "completions/mean_length", lengths)
+    length = eval_series(rows, "completions/mean_length")
+    finding = diagnose(rows)["length gaming"]
+    assert finding.flagged
+    assert finding.value == (growth or length.last / length.first)
+
+
+def length_and_reward(lengths: list[float], rewards: list[float]) -> list[dict]:
+    return with_values(with_values(healthy(), "completions/mean_length", lengths), "reward",
+                       rewards)
+
+
+def test_a_length_trend_exactly_at_trend_rho_is_gaming():
+    lengths = [30 + 2 * s + (9 if s % 5 == 0 else 0) for s in range(STEPS)]
+    rows = length_and_reward(lengths, [0.2 + 0.02 * s for s in range(STEPS)])  # rho 1
+    rho = eval_series(rows, "completions/mean_length").rho  # also Spearman(length, reward)
+    assert 0.4 < rho < 1.0
+    assert diagnose(rows, thresholds=Thresholds(trend_rho=rho))["length gaming"].flagged
+    assert status(diagnose(rows, thresholds=Thresholds(trend_rho=up(rho))),
+                  "length gaming") == "ok"
+
+
+def test_a_reward_trend_exactly_at_trend_rho_is_gaming():
+    rewards = [0.2 + 0.02 * s + (0.09 if s % 5 == 0 else 0) for s in range(STEPS)]
+    rows = length_and_reward([30 + 2 * s for s in range(STEPS)], rewards)  # length: rho 1
+    rho = eval_series(rows, "reward").rho  # also Spearman(length, reward)
+    assert 0.4 < rho < 1.0
+    assert diagnose(rows, thresholds=Thresholds(trend_rho=rho))["length gaming"].flagged
+    assert status(diagnose(rows, thresholds=Thresholds(trend_rho=up(rho))),
+                  "length gaming") == "ok"
+
+
+def test_a_reward_with_a_rank_trend_but_equal_ends_has_not_risen_with_the_length():
+    rewards = [0.5] * 6 + [0.1 + 0.8 * i / 17 for i in range(18)] + [0.5] * 6
+    rows = length_and_reward([30 + 2 * s for s in range(STEPS)], rewards)
+    reward = eval_series(rows, "reward")
+    assert reward.change == 0.0 and reward.rho > 0.4
+    finding = diagnose(rows)["length gaming"]
+    assert finding.status == "ok" and "length does not rise with the reward" in finding.evidence
+
+
+def test_a_reward_logged_in_float32_still_equals_the_total_reward():
+    # TRL logs float32 means: -17.3 comes back as -17.299999237060547
+    import struct
+
+    def float32(x: float) -> float:
+        return struct.unpack("f", struct.pack("f", x))[0]
+
+    rows = [{"step": s, "reward": -17.3 + 0.1 * s, "rewards/length_reward/mean":
+             float32(-17.3 + 0.1 * s), "rewards/format_reward/mean": 1.0}
+            for s in range(1, 11)]
+    assert rows[0]["reward"] != rows[0]["rewards/length_reward/mean"]
+    assert trained_rewards(rows) == ["length_reward"]

@@ -192,6 +192,22 @@ def test_token_logprobs_match_the_full_forward(tiny_lm, batch, temperature):
     assert torch.equal(logps[comp_mask == 0], torch.zeros(int((comp_mask == 0).sum())))
 
 
+def test_the_model_is_asked_for_the_completion_positions_and_one_more_only(tiny_lm, batch):
+    # the memory promise: logits for C + 1 positions, never for the whole prompt
+    input_ids, attention_mask, comp_mask = batch
+    width = comp_mask.size(1)
+    shapes = []
+    hook = tiny_lm.register_forward_hook(
+        lambda module, args, output: shapes.append(tuple(output.logits.shape)))
+    try:
+        with torch.no_grad():
+            token_logprobs(tiny_lm, input_ids, attention_mask, width, return_entropy=True)
+    finally:
+        hook.remove()
+    assert input_ids.size(1) > width + 1
+    assert shapes == [(input_ids.size(0), width + 1, VOCAB)]
+
+
 def test_token_logprobs_gradient_reaches_the_model(tiny_lm, batch):
     input_ids, attention_mask, comp_mask = batch
     width = comp_mask.size(1)

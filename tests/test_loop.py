@@ -247,6 +247,26 @@ def test_beta_gives_a_kl_and_a_gradient_from_it_on_step_two(new_tiny_policy):
     assert with_kl[1]["grad_norm"] != pytest.approx(plain[1]["grad_norm"], rel=1e-4)
 
 
+def test_loss_scaling_changes_neither_the_step_nor_what_is_logged(new_tiny_policy):
+    # GradScaler multiplies the loss before backward and divides the gradient back before it
+    # is clipped, logged and stepped: on a float32 model (powers of two: exact) the run is the
+    # unscaled run, plus the scale it used
+    runs = []
+    for scaling in (False, True):
+        model, tokenizer = new_tiny_policy()
+        cfg = config(loss_scaling=scaling, max_steps=2, num_iterations=2, max_grad_norm=0.5)
+        result = train(model, tokenizer, PROMPTS, by_position, cfg, progress=False)
+        runs.append((result.metrics, weights(model)))
+    (plain, plain_weights), (scaled, scaled_weights) = runs
+    for step_plain, step_scaled in zip(plain, scaled, strict=True):
+        for key in ("loss", "grad_norm", "entropy", "ratio/min", "ratio/max"):
+            assert step_scaled[key] == pytest.approx(step_plain[key], rel=1e-5, abs=1e-7), key
+        assert "loss_scale" not in step_plain
+        assert step_scaled["loss_scale"] == torch.amp.GradScaler("cpu").get_scale() > 1.0
+    assert plain[0]["grad_norm"] > 0.5  # clipped: the clip saw the unscaled gradient
+    torch.testing.assert_close(scaled_weights, plain_weights, rtol=1e-5, atol=1e-7)
+
+
 def test_each_step_is_logged_once_everywhere_and_checkpointed_every_save_every(tiny_policy,
                                                                            tmp_path):
     from grpo_core.run_files import read_jsonl

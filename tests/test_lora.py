@@ -64,6 +64,26 @@ def test_with_beta_the_reference_is_the_base_with_the_adapter_off(tiny_policy, s
     assert kl[0] == pytest.approx(0.0, abs=1e-6) and kl[-1] > 0  # step 1: policy == reference
 
 
+@pytest.mark.parametrize(("beta", "reference_passes"), [(0.0, 0), (0.04, 2)])
+def test_the_base_model_runs_as_the_reference_only_with_beta(tiny_policy, smoke_profile,
+                                                            monkeypatch, beta, reference_passes):
+    import grpo_core.loop as loop
+
+    passes = []
+
+    def counted(model):
+        passes.append(model)
+        return adapter_disabled(model)
+
+    monkeypatch.setattr(loop, "adapter_disabled", counted)
+    model, tokenizer = tiny_policy
+    config = TrainConfig.from_profile(smoke_profile, max_new_tokens=6, max_steps=2, beta=beta,
+                                      lora_rank=4, save_checkpoint=False)
+    result = train(model, tokenizer, PROMPTS, length_reward, config, progress=False)
+    assert len(passes) == reference_passes  # once per rollout with beta > 0; never without
+    assert ("kl" in result.metrics[-1]) == (beta > 0) and result.ref_model is None
+
+
 def test_cli_lora_run_saves_the_adapter_and_resumes(tmp_path):
     out = tmp_path / "run"
     common = ["length", "--profile", "smoke", "--out", str(out), "--max-new-tokens", "6",

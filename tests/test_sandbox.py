@@ -26,7 +26,13 @@ from grpo_core.sandbox import (
     probe_isolation,
     run_tests,
 )
-from grpo_core.sandbox.judge import decode_value, guarded_binop, parse_records
+from grpo_core.sandbox.judge import (
+    decode_value,
+    guarded_binop,
+    judge_tests,
+    parse_records,
+    safe_name,
+)
 from grpo_core.sandbox.probe import IsolationReport, isolation_report_for, warn_if_degraded
 from grpo_core.sandbox.split import module_level_names, plan_tests, split_assert
 
@@ -162,7 +168,7 @@ def test_the_judge_refuses_results_too_large_to_compute():
     assert guarded_binop("Pow", 2, 10) == 1024
     assert guarded_binop("Mult", "ab", 3) == "ababab"
     for name, left, right in (("Pow", 2, 10 ** 9), ("LShift", 1, 10 ** 9), ("Mult", "x", 10 ** 9)):
-        with pytest.raises(OverflowError):
+        with pytest.raises(OverflowError, match="too large to judge"):
             guarded_binop(name, left, right)
 
 
@@ -212,12 +218,12 @@ def test_subclasses_are_read_through_the_base_type():
     assert decode_value(json.loads(encode(OrderedDict(a=1)))) == {"a": 1}
     assert decode_value(json.loads(encode(namedtuple("P", "x y")(1, 2)))) == (1, 2)
     assert math.isnan(decode_value(json.loads(encode(float("nan")))))
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="not plain data"):
         encode(object())
     nested: list = []
     for _ in range(60):
         nested = [nested]
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="nested too deeply"):
         encode(nested)
 
 
@@ -229,6 +235,100 @@ def test_records_are_claims_checked_one_by_one():
     assert records.values == {0: 5, 1: True}  # first per leaf; "b" only in a truth context
     assert records.malformed == 2 and records.done
     assert not parse_records(b'K\n[0,"v",5]\nD\n', plan).ready  # no R: nothing counts
+
+
+def _hex(text: str) -> str:
+    return text.encode().hex()
+
+
+def _parsed(*lines: str, tests=("assert add(2, 3) == 5", "assert not add(1, 1)")):
+    plan = plan_tests(ADD, "", list(tests))
+    return plan, parse_records("\n".join(["R", *lines]).encode(), plan)
+
+
+def test_load_and_setup_errors_come_from_their_own_records_and_the_first_one_wins():
+    _, loading = _parsed(f'["L","{_hex("ImportError")}"]', f'["L","{_hex("KeyError")}"]')
+    assert (loading.load_error, loading.setup_error) == ("ImportError", None)
+    _, setup = _parsed("K", f'["S","{_hex("KeyError")}"]', f'["S","{_hex("OSError")}"]')
+    assert (setup.load_error, setup.setup_error) == (None, "KeyError")
+
+
+def test_a_claimed_name_is_decoded_safely_or_refused():
+    _, records = _parsed('["L","ff41"]')  # not UTF-8: replaced, then escaped
+    assert records.load_error == safe_name("\ufffdA") == "'\\ufffdA'"
+    _, longest = _parsed(f'["L","{"41" * 200}"]')  # 400 hex digits: the longest claim read
+    assert longest.load_error == safe_name("A" * 200) and longest.malformed == 0
+    _, long = _parsed(f'["L","{"41" * 201}"]', '[0,"e","41"]')  # 402 hex digits: too long
+    assert (long.load_error, long.malformed, long.errors) == (None, 1, {0: "A"})
+    assert safe_name("E" * 80) == "E" * 80  # the longest name printed as it is
+    assert safe_name("E" * 81) == ascii("E" * 81)[:80]
+
+
+def test_only_known_leaves_and_record_kinds_count():
+    # leaf 1 is a truth context ("not add(1, 1)"), leaf 0 is not; there are 2 leaves
+    _, records = _parsed("K", '[2,"v",1]', '[0,"b",1]', '[0,"x",1]', '[0,"e",1]', '[1,"b",2]',
+                         '[1,"b",0]', "D", "K")
+    assert records.values == {1: False}
+    assert records.errors == {} and records.malformed == 5
+    assert records.loaded and records.done  # a K after the D changes nothing
+
+
+def test_the_value_budget_is_for_all_records_together(monkeypatch):
+    from grpo_core.sandbox import judge
+
+    monkeypatch.setattr(judge, "MAX_ITEMS", 10)
+    _, records = _parsed("K", '[0,"v",[1,2,3,4,5]]', '[1,"v",[6,7,8,9,10]]', "D")
+    assert records.values == {0: [1, 2, 3, 4, 5]} and records.malformed == 1  # 6 + 6 > 10
+
+
+def test_values_nest_up_to_the_decoders_depth_and_no_deeper():
+    for wrap in (lambda inner: [inner], lambda inner: {"t": [inner]}):
+        nested = 5
+        for _ in range(60):
+            nested = wrap(nested)
+        decode_value(nested)
+        with pytest.raises(ValueError, match="nested too deeply"):
+            decode_value(wrap(nested))
+    with pytest.raises(ValueError, match="unknown value"):
+        decode_value({"t": [], "s": []})  # a tag is an object with one key
+
+
+@pytest.mark.parametrize(("payload", "error"), [
+    ({"f": 1.5}, "bad scalar"), ({"c": 1}, "bad scalar"), ({"y": 5}, "bad scalar"),
+    ({"a": [1]}, "bad scalar"), ({"t": "ab"}, "bad container"),
+    ({"d": [{"t": [1, 2]}]}, "bad dict"), ({"d": ["6162"]}, "bad dict"),
+    ({"d": [[1, 2, 3]]}, "bad dict"), ({"q": []}, "unknown tag"),
+])
+def test_a_tagged_value_must_have_the_body_its_tag_says(payload, error):
+    # scalars arrive as text, containers as lists, a dict as [key, value] lists
+    with pytest.raises(ValueError, match=error):
+        decode_value(payload)
+
+
+def test_values_count_only_once_the_candidate_has_loaded():
+    plan, records = _parsed('[0,"v",5]', '[1,"b",0]', "D")  # no K: loading never finished
+    assert records.values == {0: 5, 1: False}
+    assert judge_tests(plan, records) == (False, False)
+    plan, loaded = _parsed("K", '[0,"v",5]', '[1,"b",0]', "D")
+    assert judge_tests(plan, loaded) == (True, True)
+
+
+def test_records_past_the_line_limit_are_never_read():
+    plan = plan_tests(ADD, "", ["assert add(2, 3) == 5", "assert add(1, 1) == 2"])
+    limit = 2 * len(plan.leaves) + 8  # lines looked at, the R included
+    lines = ["R", "K"] + ["[9]"] * (limit - 3) + ['[0,"v",5]', '[1,"v",2]']
+    records = parse_records("\n".join(lines).encode(), plan)
+    assert records.values == {0: 5}  # line limit + 1 holds leaf 1's value
+    assert parse_records("\n".join(lines[:-2] + lines[-1:]).encode(), plan).values == {1: 2}
+
+
+def test_an_int_power_of_exactly_the_largest_size_is_judged():
+    from grpo_core.sandbox.judge import _MAX_RESULT_BITS
+
+    assert (2 ** 511).bit_length() * 8192 == _MAX_RESULT_BITS
+    assert guarded_binop("Pow", 2 ** 511, 8192) == 1 << (511 * 8192)
+    with pytest.raises(OverflowError, match="too large to judge"):
+        guarded_binop("Pow", 2 ** 512, 8192)
 
 
 # ---------------------------------------------------------------- isolation

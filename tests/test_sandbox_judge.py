@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from grpo_core.sandbox import run_tests
+from grpo_core.sandbox.split import plan_tests
 
 EXITS_WHEN_CALLED = "import os\ndef f(x):\n    os._exit(0)\n"
 
@@ -150,3 +151,60 @@ def test_a_module_the_candidate_rebinds_fails_the_tests_that_read_it():
     honest = "import math\ndef f():\n    return 1\n"
     assert run_tests(honest, ["assert math.isclose(f(), 2)"]).verdicts == (False,)
     assert run_tests(honest, ["assert math.isclose(f(), 1)"]).verdicts == (True,)
+
+
+@pytest.mark.parametrize(("code", "test"), [
+    ("match -3:\n    case abs:\n        pass\n", "assert abs(-3) == 3"),
+    ("match [1, 2]:\n    case [*sum]:\n        pass\n", "assert sum([1, 2]) == 3"),
+    ("match {'a': 1}:\n    case {**max}:\n        pass\n", "assert max(1, 2) == 2"),
+])
+def test_a_builtin_the_candidate_rebinds_by_a_match_capture_is_the_candidates_when_called(
+        code, test):
+    # called as the entry point, the name is the candidate's (here not a function at all):
+    # the parent's own builtin never answers for it
+    plan = plan_tests(code, "", [test])
+    assert [leaf.source for leaf in plan.leaves] == [test[7:test.index(" ==")]]
+    assert run_tests(code, [test]).verdicts == (False,)
+
+
+def test_an_entry_point_named_like_a_call_the_parent_evaluates_is_the_candidates():
+    code = "def abs(x):\n    return x\n"  # MBPP-style: the function under test is called abs
+    assert run_tests(code, ["assert abs(-3) == -3", "assert abs(-3) == 3"]).verdicts == (
+        True, False)
+
+
+REBINDS_TWO = "def max(x):\n    return 2\ndef sum(x, y=0):\n    return x + y\n"
+
+
+def test_of_two_rebound_builtins_only_the_innermost_call_is_the_candidates():
+    # sum wraps a call of max: sum is not the entry point, so the test is refused
+    plan = plan_tests(REBINDS_TWO, "", ["assert sum(max([1, 2]), 3) == 5"])
+    assert plan.tests[0].refused == "it rebinds sum, which the test reads"
+    assert run_tests(REBINDS_TWO, ["assert sum(max([1, 2]), 3) == 5"]).verdicts == (False,)
+    # side by side, both are innermost: both are the candidate's
+    assert run_tests(REBINDS_TWO, ["assert sum(5) + max([7]) == 7"]).verdicts == (True,)
+
+
+def test_a_refused_test_says_which_names_it_rebinds():
+    code = REBINDS_TWO + "def f():\n    return 1\n"
+    plan = plan_tests(code, "", ["assert sum(f()) == max(1, 2)", "assert f() == 1"])
+    assert [split.refused for split in plan.tests] == [
+        "it rebinds max, sum, which the test reads", ""]
+    assert run_tests(code, ["assert sum(f()) == max(1, 2)", "assert f() == 1"]).verdicts == (
+        False, True)
+
+
+def test_a_trusted_module_imported_under_another_name_is_the_parents():
+    code = "import math\ndef f():\n    return math.pi\n"
+    tests = ["assert f() == m.pi", "assert f() == pi", "assert f() != m.e"]
+    assert run_tests(code, tests, setup_code="import math as m\nfrom math import pi").verdicts \
+        == (True, True, True)
+
+
+def test_a_name_the_candidate_plants_in_a_trusted_module_is_not_the_parents():
+    # the setup imports it from the child's (patched) module; the parent has no such name,
+    # so the test fails, and nothing raises
+    code = "import collections\ncollections.Planted = 5\ndef f():\n    return 5\n"
+    result = run_tests(code, ["assert f() == Planted", "assert f() == 5"],
+                       setup_code="from collections import Planted")
+    assert result.verdicts == (False, True) and result.status == "ok"

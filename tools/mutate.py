@@ -121,8 +121,13 @@ def explained() -> list[tuple[str, str, str]]:
 
 
 def is_explained(entries, path: str, function: str, added: str) -> bool:
-    return any(_glob(module, path) and _glob(fn, function) and _glob(line, added)
-               for module, fn, line in entries)
+    return bool(matching(entries, path, function, added))
+
+
+def matching(entries, path: str, function: str, added: str) -> list[int]:
+    """The indexes of the entries that explain this survivor."""
+    return [k for k, (module, fn, line) in enumerate(entries)
+            if _glob(module, path) and _glob(fn, function) and _glob(line, added)]
 
 
 def _glob(pattern: str, text: str) -> bool:
@@ -182,10 +187,13 @@ def main(argv: list[str] | None = None) -> int:
                 survivors.append((path, module, name, code))
     if survivors:
         print(f"\nsurvivors ({len(survivors)}):")
+    used: set[int] = set()
     for path, module, name, code in survivors:
         diff = mutant_diff(name, path)
         added = " ".join(next((d[1:] for d in diff if d.startswith("+")), "").split())
-        ok = is_explained(known, path, function_of(name, module), added)
+        found = matching(known, path, function_of(name, module), added)
+        used.update(found)
+        ok = bool(found)
         unexplained += not ok
         mark = "explained" if ok else "NOT EXPLAINED"
         print(f"  {name} ({STATUS.get(code, code)}, {mark})")
@@ -194,6 +202,12 @@ def main(argv: list[str] | None = None) -> int:
     if SURVIVORS_FILE.exists():
         print(f"\n--- {SURVIVORS_FILE.relative_to(ROOT)} ---")
         print(SURVIVORS_FILE.read_text("utf-8"))
+    stale = [known[k] for k in range(len(known)) if k not in used]
+    if stale and not args.modules:  # a full run: an entry that explains nothing is out of date
+        print(f"entries in {SURVIVORS_FILE.relative_to(ROOT)} that no survivor matches "
+              f"(killed now, or the code changed: remove or update them):")
+        for module, fn, line in stale:
+            print(f"  {module}: `{fn}`: `{line}`")
     if low:
         print(f"below the {target:.0f} % target: {', '.join(low)}")
     if unexplained:

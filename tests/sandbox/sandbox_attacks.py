@@ -310,3 +310,12 @@ def leftovers(uid: int | None, base_dir: str) -> list[str]:
             found += [f"file {entry.path}" for entry in os.scandir(folder)
                       if entry.stat(follow_symlinks=False).st_uid == uid]
     return found
+
+
+def stats_slowdown() -> float:
+    """How much longer than usual the parent's own work may take in this process: 1, except
+    in ``make mutate``'s first pass (mutmut's "stats" run), which runs the original code with
+    every call into a mutated module recorded, about 25 times slower; a wall-time bound that
+    covers the parent decoding a large value is multiplied by it. Read at call time: the
+    mutants run later, in processes forked from that one, under the real bounds."""
+    return 30.0 if os.environ.get("MUTANT_UNDER_TEST") == "stats" else 1.0

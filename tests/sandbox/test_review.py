@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sandbox_attacks import ADD_TESTS, leftovers, nothing_reached
+from sandbox_attacks import ADD_TESTS, leftovers, nothing_reached, stats_slowdown
 
 from grpo_core import mbpp
 from grpo_core.sandbox import probe_isolation, run_tests
@@ -255,12 +255,19 @@ def test_no_random_text_makes_run_tests_raise(code):
 # ---------------------------------------------------------------- 5. the parent's work
 
 def test_colliding_keys_are_refused_in_linear_time():
+    # refusing 200 000 keys that share a hash costs no more than decoding 200 000 keys with
+    # distinct hashes into a set (a set built from the colliding ones would take hours); both
+    # timed in this process, so the bound holds however slow each call is (make mutate)
     keys = [k * MERSENNE for k in range(1, 200_001)]
+    distinct = list(range(1, 200_001))
     for tag in ("s", "z"):
+        started = time.monotonic()
+        assert len(decode_value({tag: distinct})) == len(distinct)
+        linear = time.monotonic() - started
         started = time.monotonic()
         with pytest.raises(ValueError, match="one hash"):
             decode_value({tag: keys})
-        assert time.monotonic() - started < 1.0
+        assert time.monotonic() - started < 2 * linear + 0.2
     with pytest.raises(ValueError, match="one hash"):
         decode_value({"d": [[k, 0] for k in keys[:1000]]})
     few = [k * MERSENNE for k in range(1, MAX_SAME_HASH + 1)]
@@ -277,9 +284,12 @@ def test_a_flood_of_short_lines_is_parsed_in_bounded_time():
 
 
 def test_the_judge_does_not_format_or_explode():
-    for name, left, right in (("Mod", "%0999999999d", 1), ("Mod", b"%0999999999d", 1),
-                              ("Pow", 10 ** 4000, 9000), ("Mult", [0] * 10, 10 ** 6)):
-        with pytest.raises(OverflowError):
+    for name, left, right, says in (
+            ("Mod", "%0999999999d", 1, "does not format strings"),
+            ("Mod", b"%0999999999d", 1, "does not format strings"),
+            ("Pow", 10 ** 4000, 9000, "too large to judge"),
+            ("Mult", [0] * 10, 10 ** 6, "too large to judge")):
+        with pytest.raises(OverflowError, match=says):
             guarded_binop(name, left, right)
     assert guarded_binop("Mod", 17, 5) == 2
 
@@ -303,7 +313,7 @@ def test_an_attack_on_clean_up_or_decoder_does_not_hold_up_the_others(workers, c
     with ThreadPoolExecutor(workers) as pool:
         results = list(pool.map(score, jobs))
     assert [fraction for fraction, _ in results] == [0.0, 0.0] + [1.0] * 14
-    assert max(seconds for _, seconds in results) < DEADLINE_S * 2 + 1.5
+    assert max(seconds for _, seconds in results) < (DEADLINE_S * 2 + 1.5) * stats_slowdown()
     assert nothing_reached(context) == []
     assert _host_traces(context.values["unique"]) == []
 
@@ -355,7 +365,7 @@ def test_host_sockets_are_neither_listed_nor_reachable(isolation, context, tmp_p
             "    except OSError:\n        return False\n")
     try:
         result = run_tests(code, ["assert listed() == True", "assert reach() == True"])
-        with pytest.raises(BlockingIOError):
+        with pytest.raises(BlockingIOError, match=r"\[Errno 11\]"):  # EAGAIN: nobody connected
             listener.accept()
     finally:
         listener.close()
