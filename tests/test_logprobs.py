@@ -192,8 +192,9 @@ def test_token_logprobs_match_the_full_forward(tiny_lm, batch, temperature):
     assert torch.equal(logps[comp_mask == 0], torch.zeros(int((comp_mask == 0).sum())))
 
 
-def test_the_model_is_asked_for_the_completion_positions_and_one_more_only(tiny_lm, batch):
-    # the memory promise: logits for C + 1 positions, never for the whole prompt
+def test_the_model_is_asked_for_the_completion_positions_only(tiny_lm, batch):
+    # the memory promise: logits for the C positions that predict the completion, never for
+    # the whole prompt
     input_ids, attention_mask, comp_mask = batch
     width = comp_mask.size(1)
     shapes = []
@@ -205,7 +206,15 @@ def test_the_model_is_asked_for_the_completion_positions_and_one_more_only(tiny_
     finally:
         hook.remove()
     assert input_ids.size(1) > width + 1
-    assert shapes == [(input_ids.size(0), width + 1, VOCAB)]
+    assert shapes == [(input_ids.size(0), width, VOCAB)]
+
+
+def test_scored_positions_are_the_ones_that_predict_the_completion():
+    from grpo_core.logprobs import scored_positions
+
+    # a sequence of 7 with a completion of 3 (tokens 4, 5, 6): positions 3, 4, 5 predict them
+    assert scored_positions(7, 3).tolist() == [3, 4, 5]
+    assert scored_positions(5, 0).tolist() == []
 
 
 def test_token_logprobs_gradient_reaches_the_model(tiny_lm, batch):
