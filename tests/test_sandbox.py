@@ -277,8 +277,11 @@ def test_the_value_budget_is_for_all_records_together(monkeypatch):
     from grpo_core.sandbox import judge
 
     monkeypatch.setattr(judge, "MAX_ITEMS", 10)
-    _, records = _parsed("K", '[0,"v",[1,2,3,4,5]]', '[1,"v",[6,7,8,9,10]]', "D")
+    _, records = _parsed("K", '[0,"v",[1,2,3,4,5]]', '[1,"v",{"t":[6,7,8,9,10]}]', "D")
     assert records.values == {0: [1, 2, 3, 4, 5]} and records.malformed == 1  # 6 + 6 > 10
+    _, exactly = _parsed("K", '[0,"v",[1,2,3,4]]', '[1,"v",{"t":[6,7,8]}]', "D")
+    assert exactly.values == {0: [1, 2, 3, 4], 1: (6, 7, 8)}  # 5 + 4 + 1 = 10: all of them
+    assert exactly.malformed == 0
 
 
 def test_values_nest_up_to_the_decoders_depth_and_no_deeper():

@@ -128,6 +128,7 @@ def test_a_test_reading_a_builtin_name_the_candidate_rebinds_is_failed(code, tes
     ("x = 5\n", "assert [x * 2 for x in range(2)] == [0, 2]"),
     ("x = 5\n", "assert (lambda x: x + 1)(1) == 2"),
     ("x = 5\n", "assert (lambda *, x=1: x)() == 1"),
+    ("x = 5\ny = 7\n", "assert [x for x in range(2)] + [y for y in range(2)] == [0, 1, 0, 1]"),
 ])
 def test_names_bound_inside_the_test_are_the_tests_own(code, test):
     assert run_tests(code, [test]).verdicts == (True,)
@@ -208,3 +209,22 @@ def test_a_name_the_candidate_plants_in_a_trusted_module_is_not_the_parents():
     result = run_tests(code, ["assert f() == Planted", "assert f() == 5"],
                        setup_code="from collections import Planted")
     assert result.verdicts == (False, True) and result.status == "ok"
+
+
+def test_a_name_the_setup_imports_may_sit_in_a_part_the_parent_judges():
+    # sqrt comes from the setup's trusted import: the comprehension is the test's own, the
+    # parent evaluates it (were sqrt unknown, the child would judge it: unsplittable)
+    test = "assert [sqrt(i) for i in (0, 1, 4)] == [0, 1, 2] and f() == 1"
+    result = run_tests("def f():\n    return 1\n", [test], setup_code="from math import sqrt")
+    assert result.verdicts == (True,)
+
+
+def test_a_test_the_candidates_bindings_make_unsplittable_is_refused_and_says_why():
+    # abs is the entry point here, so its call inside the comprehension is the candidate's:
+    # the child would judge the comprehension, so the test is failed instead
+    code = "def abs(x):\n    return x\n"
+    test = "assert [abs(i) for i in (-1, 1)] == [1, 1]"
+    (split,) = plan_tests(code, "", [test]).tests
+    assert split.source == test and split.leaves == ()
+    assert split.refused.startswith("its bindings make the test unsplittable (")
+    assert run_tests(code, [test, "assert abs(-2) == -2"]).verdicts == (False, True)

@@ -205,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     stale = [known[k] for k in range(len(known)) if k not in used]
     if stale and not args.modules:  # a full run: an entry that explains nothing is out of date
         print(f"entries in {SURVIVORS_FILE.relative_to(ROOT)} that no survivor matches "
-              f"(killed now, or the code changed: remove or update them):")
+              f"(killed now, or the code changed: check with the mutant switched on, then "
+              f"remove or update them):")
         for module, fn, line in stale:
             print(f"  {module}: `{fn}`: `{line}`")
     if low:

@@ -312,10 +312,13 @@ def leftovers(uid: int | None, base_dir: str) -> list[str]:
     return found
 
 
-def stats_slowdown() -> float:
-    """How much longer than usual the parent's own work may take in this process: 1, except
-    in ``make mutate``'s first pass (mutmut's "stats" run), which runs the original code with
-    every call into a mutated module recorded, about 25 times slower; a wall-time bound that
-    covers the parent decoding a large value is multiplied by it. Read at call time: the
-    mutants run later, in processes forked from that one, under the real bounds."""
-    return 30.0 if os.environ.get("MUTANT_UNDER_TEST") == "stats" else 1.0
+def time_scale() -> float:
+    """What a test's wall-time bound is multiplied by in this process: 1, except under
+    ``make mutate`` (mutmut sets ``MUTANT_UNDER_TEST``). Its first pass ("stats") runs the
+    original code with every call into a mutated module recorded, about 25 times slower: 30.
+    The mutants then run two at a time, at nice 10 on a machine that may be busy, every call
+    through mutmut's trampolines: 4 (the time bounds test the sandbox's host side, which is
+    not mutated; a judge or split mutant is killed by what it computes). Read at call time:
+    the mutants run in processes forked from the stats run."""
+    mode = os.environ.get("MUTANT_UNDER_TEST")
+    return 1.0 if mode is None else 30.0 if mode == "stats" else 4.0

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sandbox_attacks import ADD_TESTS, leftovers, nothing_reached, stats_slowdown
+from sandbox_attacks import ADD_TESTS, leftovers, nothing_reached, time_scale
 
 from grpo_core import mbpp
 from grpo_core.sandbox import probe_isolation, run_tests
@@ -279,7 +279,7 @@ def test_a_flood_of_short_lines_is_parsed_in_bounded_time():
     data = b"R\n" + b'[0,"v",1]\n' * 400_000 + b"[1,2]\n" * 400_000
     started = time.monotonic()
     records = parse_records(data, plan)
-    assert time.monotonic() - started < 0.5
+    assert time.monotonic() - started < 0.5 * time_scale()
     assert records.values == {0: 1}
 
 
@@ -313,7 +313,7 @@ def test_an_attack_on_clean_up_or_decoder_does_not_hold_up_the_others(workers, c
     with ThreadPoolExecutor(workers) as pool:
         results = list(pool.map(score, jobs))
     assert [fraction for fraction, _ in results] == [0.0, 0.0] + [1.0] * 14
-    assert max(seconds for _, seconds in results) < (DEADLINE_S * 2 + 1.5) * stats_slowdown()
+    assert max(seconds for _, seconds in results) < (DEADLINE_S * 2 + 1.5) * time_scale()
     assert nothing_reached(context) == []
     assert _host_traces(context.values["unique"]) == []
 
@@ -403,7 +403,7 @@ def test_the_budget_is_cpu_time_not_wall_time():
     assert max(r.seconds for r in results) > 0.35  # it did share the CPUs
     over = run_tests("def add(a, b):\n    while True:\n        pass\n", list(ADD_TESTS),
                      timeout_s=DEADLINE_S)
-    assert over.status == "timeout" and over.seconds < DEADLINE_S * 2 + 0.5
+    assert over.status == "timeout" and over.seconds < (DEADLINE_S * 2 + 0.5) * time_scale()
 
 
 def test_the_report_names_every_new_layer(isolation):
