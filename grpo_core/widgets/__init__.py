@@ -15,11 +15,23 @@ import only torch, so tests drive them without ipywidgets or a browser. The ``*_
 functions import ipywidgets (and matplotlib) lazily; each returns a view object whose controls
 are attributes, so a test can set a control's value and read the computed output.
 
-One module per widget (``group``, ``clip``, ``kl``), the group widget's HTML/SVG in ``render``
+- :func:`step_view` -> :func:`run_explorer` (``explorer``): a recorded run, a step slider, its
+  curves with a cursor, that step's groups from ``samples.jsonl`` and ``diagnose``'s findings
+  at that step (notebook 11).
+
+One module per widget (``group``, ``clip``, ``kl``, ``explorer``), the group widget's HTML/SVG in ``render``
 and what the views share in ``_base``; every name is importable from ``grpo_core.widgets``.
 """
 
 from grpo_core.widgets.clip import ClipCurves, clip_curves, clip_widget, plot_clip_curves
+from grpo_core.widgets.explorer import (
+    NO_SAMPLES_MESSAGE,
+    RunExplorerView,
+    StepView,
+    run_explorer,
+    step_view,
+    step_view_html,
+)
 from grpo_core.widgets.group import (
     NO_SIGNAL_MESSAGE,
     PRESET_NAMES,
@@ -39,4 +51,7 @@ __all__ = [
     "GroupVariationView", "KLCurves", "clip_curves", "clip_widget", "group_summary",
     "group_summary_html", "group_variation_widget", "kl_curves", "kl_widget", "parse_rewards",
     "plot_clip_curves", "plot_kl_curves", "preset_rewards",
+    # the run explorer (notebook 11)
+    "NO_SAMPLES_MESSAGE", "RunExplorerView", "StepView", "run_explorer", "step_view",
+    "step_view_html",
 ]
