@@ -13,9 +13,9 @@ from grpo_core.diagnosis import diagnose
 from grpo_core.run_files import list_runs, load_run, read_samples, runs_dir
 from grpo_core.widgets import NO_SAMPLES_MESSAGE, run_explorer, step_view, step_view_html
 from grpo_core.widgets.explorer import (
+    cursor_x,
     curve_keys,
     curves_svg,
-    cursor_x,
     findings_at,
     record_at,
     sign_class,
