@@ -17,9 +17,11 @@ are attributes, so a test can set a control's value and read the computed output
 
 - :func:`step_view` -> :func:`run_explorer` (``explorer``): a recorded run, a step slider, its
   curves with a cursor, that step's groups from ``samples.jsonl`` and ``diagnose``'s findings
-  at that step (notebook 11).
+  at that step (notebook 11);
+- :func:`token_logprob_change` -> :func:`token_change_html` (``tokens``): after one update,
+  each completion's tokens coloured by how much their log-probability moved (notebook 02).
 
-One module per widget (``group``, ``clip``, ``kl``, ``explorer``), the group widget's HTML/SVG in ``render``
+One module per widget (``group``, ``clip``, ``kl``, ``explorer``, ``tokens``), the group widget's HTML/SVG in ``render``
 and what the views share in ``_base``; every name is importable from ``grpo_core.widgets``.
 """
 
@@ -45,6 +47,12 @@ from grpo_core.widgets.group import (
 )
 from grpo_core.widgets.kl import KLCurves, kl_curves, kl_widget, plot_kl_curves
 from grpo_core.widgets.render import group_summary_html
+from grpo_core.widgets.tokens import (
+    TokenChangeRow,
+    token_change_html,
+    token_change_summary,
+    token_logprob_change,
+)
 
 __all__ = [
     "NO_SIGNAL_MESSAGE", "PRESET_NAMES", "STD_CONVENTIONS", "ClipCurves", "GroupSummary",
@@ -54,4 +62,6 @@ __all__ = [
     # the run explorer (notebook 11)
     "NO_SAMPLES_MESSAGE", "RunExplorerView", "StepView", "run_explorer", "step_view",
     "step_view_html",
+    # the token view (notebook 02)
+    "TokenChangeRow", "token_change_html", "token_change_summary", "token_logprob_change",
 ]
