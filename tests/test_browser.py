@@ -237,7 +237,7 @@ def test_run_explorer_slider_shows_another_steps_completions(lab_server, scratch
     from playwright.sync_api import expect, sync_playwright
 
     from grpo_core.run_files import load_run, read_samples
-    from grpo_core.widgets.explorer import training_steps
+    from grpo_core.widgets.explorer import step_groups, training_steps
 
     run = _explorer_run()
     if run != EXPLORER_RUN:
@@ -246,7 +246,8 @@ def test_run_explorer_slider_shows_another_steps_completions(lab_server, scratch
     steps = training_steps(load_run(run).records)
     samples = read_samples(path)
     first, last = steps[0], max(s for s in samples.steps if s in steps)
-    expected = {step: [r["completion"] for r in samples.select(split="train", step=step)]
+    # what the page must show, in its order: each group's completions in sample order
+    expected = {step: [c.text for g in step_groups(samples, step) for c in g.completions]
                 for step in (first, last)}
     base, token = lab_server
     expect.set_options(timeout=30_000)
@@ -279,7 +280,7 @@ def test_run_explorer_slider_shows_another_steps_completions(lab_server, scratch
             expect(step_label).to_have_text(str(last))
             expect(texts).to_have_count(len(expected[last]))
             expect(texts.first).to_contain_text(_first_words(expected[last][0]))
-            assert expected[last][0] != expected[first][0]
+            assert _first_words(expected[last][0]) != _first_words(expected[first][0])
             assert float(cell.locator(".grpo-cursor").first.get_attribute("x1")) > float(
                 cursor_before)
             signs = cell.locator(".grpo-completion.grpo-pos, .grpo-completion.grpo-neg")
