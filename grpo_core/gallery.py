@@ -26,7 +26,8 @@ class GalleryRun:
         fix: what the fix does.
         fixed_run: a recorded run with the fix (or the healthy setting), or None.
         also: other symptoms the run may show as well, without being wrong (a code run's
-            completions hit the 64-token budget, a KL run collapses too).
+            completions hit the 64-token budget; a collapsed policy writes the same completion
+            for the whole group, so its groups give no signal; a KL run collapses too).
     """
 
     symptom: str
@@ -94,7 +95,7 @@ GALLERY: tuple[GalleryRun, ...] = (
         fix="the course's learning rate (2e-5), a KL penalty (beta > 0) or a higher "
             "temperature; stop earlier",
         fixed_run="exp1-length-cpu",
-        also=("truncation",),
+        also=("truncation", "no signal"),  # identical completions: equal rewards
     ),
     GalleryRun(
         symptom="KL blow-up",
@@ -105,7 +106,7 @@ GALLERY: tuple[GalleryRun, ...] = (
         fix="the course's learning rate with the same beta (the KL stays small), or a "
             "larger beta",
         fixed_run="gallery-kl-steady-cpu",
-        also=("collapse", "truncation"),
+        also=("collapse", "no signal", "truncation"),
     ),
 )
 

@@ -291,8 +291,9 @@ show_failure("hacking")
 # Experiment 1 with `--lr 2e-4` instead of 2e-5. Each update moves the policy so far that
 # after a few steps it samples nearly the same completion every time: `entropy` falls toward
 # 0, and with it `reward_std`, because a group of identical completions has nothing to compare
-# (its advantages are all 0). Experiment 1 at the course's learning rate, beside it, keeps
-# both up while it learns.
+# (its advantages are all 0), so `diagnose` may flag *no signal* as well: the groups stop
+# disagreeing because the samples stopped differing. Experiment 1 at the course's learning
+# rate, beside it, keeps both up while it learns.
 
 # %%
 show_failure("collapse")
