@@ -105,14 +105,15 @@ GALLERY: tuple[GalleryRun, ...] = (
                 "learning rate: the penalty cannot hold the policy near the reference",
         fix="the course's learning rate with the same beta (the KL stays small), or a "
             "larger beta",
-        fixed_run="gallery-kl-steady-cpu",
+        fixed_run="exp1-beta-0.04-cpu",
         also=("collapse", "no signal", "truncation"),
     ),
 )
 
+# the fixed runs that no other experiment records (the others: notebooks 07 to 09)
 FIXED_RUN_COMMANDS: dict[str, str] = {
-    "gallery-kl-steady-cpu": f"python -m grpo_core length --beta 0.04 {LENGTH_CPU} --steps 12 "
-                             "--out data/runs/gallery-kl-steady-cpu",
+    "exp1-beta-0.04-cpu": f"python -m grpo_core length --beta 0.04 {LENGTH_CPU} "
+                          "--out data/runs/exp1-beta-0.04-cpu",
 }
 
 
