@@ -186,8 +186,10 @@ print(inspect.getsource(check_hacking))
 # Each symptom, happening to a real model in our own loop. Every run below is a short `cpu`
 # run of the course's command line (`python -m grpo_core ...`, SmolLM2-135M, groups of 8),
 # recorded into `data/runs/` and diagnosed here from its own `metrics.jsonl`. Each changes one
-# thing against a healthy run to cause its failure; the fix is a run beside it. The gallery
-# itself, with the commands that recorded it (`grpo_core.gallery`):
+# thing against a healthy run to cause its failure; the fix is a run beside it. Each is one
+# run with one seed: it shows that the failure happens and what it looks like, not how often
+# it would (a learner's rerun with another `--seed` may take a few steps more or less). The
+# gallery itself, with the commands that recorded it (`grpo_core.gallery`):
 
 # %%
 import pandas as pd
