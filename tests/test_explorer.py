@@ -209,3 +209,15 @@ def test_explorer_builds_for_every_recorded_run_and_its_slider_moves(path):
 def test_the_recorded_runs_are_there_to_explore():
     assert RECORDED, f"no recorded runs under {runs_dir()}"
     assert any(read_samples(path).found for path in RECORDED), "no recorded run has samples"
+
+
+def test_without_the_courses_runs_a_given_folder_still_opens(toy_runs, monkeypatch, tmp_path):
+    from grpo_core.run_files import RunsNotFoundError
+
+    monkeypatch.setenv("GRPO_RUNS_DIR", str(tmp_path / "absent"))
+    view = run_explorer(toy_runs / "toy")
+    assert list(view.run.options) == [str(toy_runs / "toy")] and view.state.groups
+    view = run_explorer(load_run(toy_runs / "bare"))  # a RecordedRun
+    assert view.state.run == "bare"
+    with pytest.raises(RunsNotFoundError, match="GRPO_RUNS_DIR"):
+        run_explorer()

@@ -27,6 +27,7 @@ from typing import Any
 from grpo_core.diagnosis import FLAGGED, TRANSIENT, Diagnosis, Finding, diagnose, format_steps
 from grpo_core.run_files import (
     RecordedRun,
+    RunsNotFoundError,
     Samples,
     eval_mean_keys,
     list_runs,
@@ -381,7 +382,12 @@ def run_explorer(run: str | Path | RecordedRun | None = None, *,
     ``data/runs``), starting at ``run``: a name there, a run folder, or a
     :class:`RecordedRun` (default: the first run). A folder outside ``root`` joins the list."""
     _ipywidgets()  # a clear ImportError before anything else
-    paths = explorer_runs(root)
+    try:
+        paths = explorer_runs(root)
+    except RunsNotFoundError:  # an installed package without the course's runs
+        if run is None:
+            raise
+        paths = {}  # the run given is enough
     if isinstance(run, RecordedRun):
         if run.path is None:
             raise ValueError("the explorer reads a run's folder: this RecordedRun has no path")
