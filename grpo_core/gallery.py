@@ -99,21 +99,22 @@ GALLERY: tuple[GalleryRun, ...] = (
     ),
     GalleryRun(
         symptom="KL blow-up",
-        run="gallery-kl-blowup-cpu",
-        command=f"python -m grpo_core length --beta 0.04 --lr 2e-4 {LENGTH_CPU} --steps 12",
-        changed="experiment 1 with a KL penalty (beta = 0.04) and the same 10 times too high "
-                "learning rate: the penalty cannot hold the policy near the reference",
-        fix="the course's learning rate with the same beta (the KL stays small), or a "
-            "larger beta",
-        fixed_run="exp1-beta-0.04-cpu",
+        run="exp1-beta-0.04-cpu",
+        command=f"python -m grpo_core length --beta 0.04 {LENGTH_CPU}",
+        changed="experiment 1 with a KL penalty, beta = 0.04 (TRL's former default), at the "
+                "course's learning rate: the reward drives the completions down to a few "
+                "tokens the reference finds unlikely, and the per-token KL passes 1",
+        fix="a larger beta (1.0) holds the policy near the reference, at the price of a "
+            "slower reward; or fewer steps, a lower learning rate",
+        fixed_run="gallery-kl-beta-1-cpu",
         also=("collapse", "no signal", "truncation"),
     ),
 )
 
 # the fixed runs that no other experiment records (the others: notebooks 07 to 09)
 FIXED_RUN_COMMANDS: dict[str, str] = {
-    "exp1-beta-0.04-cpu": f"python -m grpo_core length --beta 0.04 {LENGTH_CPU} "
-                          "--out data/runs/exp1-beta-0.04-cpu",
+    "gallery-kl-beta-1-cpu": f"python -m grpo_core length --beta 1.0 {LENGTH_CPU} --steps 12 "
+                             "--out data/runs/gallery-kl-beta-1-cpu",
 }
 
 

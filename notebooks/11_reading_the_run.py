@@ -303,14 +303,15 @@ show_failure("hacking")
 show_failure("collapse")
 
 # %% [markdown]
-# ### KL blow-up: a penalty that cannot hold the policy
+# ### KL blow-up: a penalty too weak to hold the policy
 #
-# β = 0.04 loads a frozen reference model and logs `kl`, the per-token k3 estimate of how far
-# the policy has moved from it (notebook 04). With the same ten-times learning rate, the
-# penalty loses: `kl` runs away within a few steps. (rasbt's *reasoning from scratch*, §7.5,
-# shows the same on Qwen3-0.6B with a KL on summed log-probs: MATH-500 accuracy from 40.8 % to
-# 0.0 % by step 100.) At the course's learning rate with the same β, beside it, the KL stays
-# small.
+# β = 0.04 (TRL's former default) loads a frozen reference model and logs `kl`, the per-token
+# k3 estimate of how far the policy has moved from it (notebook 04). Experiment 1 with it, at
+# the course's own learning rate: the reward drives the completions down to a few tokens that
+# the reference finds unlikely, and `kl` runs away within about ten steps. (rasbt's
+# *reasoning from scratch*, §7.5, shows the same on Qwen3-0.6B with a KL on summed log-probs:
+# MATH-500 accuracy from 40.8 % to 0.0 % by step 100.) Beside it, β = 1.0: the penalty is
+# strong enough to hold the policy near the reference, and the reward moves more slowly.
 
 # %%
 show_failure("KL blow-up")
