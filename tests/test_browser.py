@@ -10,7 +10,7 @@ advantage as 0.00 and the no-signal message. A screenshot lands in ``out/test_br
 A second test opens a one-cell notebook with the run explorer (``run_explorer``) on experiment
 3's recorded run, moves its step slider (typing the step into the slider's readout, as a
 learner can) and checks that the page then shows that step's completions from
-``samples.jsonl``; its screenshot is ``run_explorer_exp3.png``.
+``samples.jsonl``; its screenshot is ``run_explorer_<run>.png``.
 
 The kernel runs in the smoke profile. The cells after the widget load the model and train
 (minutes on a busy CPU); they are not run here, ``make test`` runs the whole notebook under nbval.
@@ -41,7 +41,6 @@ NOTEBOOK = REPO_ROOT / "notebooks" / "03_group_baseline.ipynb"
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 OUTPUT_DIR = Path(os.environ.get("GRPO_TEST_OUTPUT", REPO_ROOT / "out")) / "test_browser"
 SCREENSHOT = OUTPUT_DIR / "03_group_baseline_too_easy.png"
-EXPLORER_SCREENSHOT = OUTPUT_DIR / "run_explorer_exp3.png"
 EXPLORER_NOTEBOOK = "run_explorer.ipynb"
 EXPLORER_RUN = "exp3-hacking-cpu"  # experiment 3: the proxy climbs, the true score does not
 WIDGET_CELL_MARK = "group_variation_widget(k=4)"
@@ -243,6 +242,7 @@ def test_run_explorer_slider_shows_another_steps_completions(lab_server, scratch
     if run != EXPLORER_RUN:
         print(f"{EXPLORER_RUN} has no samples.jsonl yet: exploring {run} instead")
     path = load_run(run).path
+    screenshot = OUTPUT_DIR / f"run_explorer_{run}.png"
     steps = training_steps(load_run(run).records)
     samples = read_samples(path)
     first, last = steps[0], max(s for s in samples.steps if s in steps)
@@ -287,9 +287,9 @@ def test_run_explorer_slider_shows_another_steps_completions(lab_server, scratch
             assert signs.count() > 0  # completions coloured by their advantage's sign
 
             OUTPUT_DIR.mkdir(parents=True, exist_ok=True)
-            cell.locator(".jp-Cell-outputArea").screenshot(path=str(EXPLORER_SCREENSHOT),
+            cell.locator(".jp-Cell-outputArea").screenshot(path=str(screenshot),
                                                            animations="disabled")
         finally:
             browser.close()
-    assert EXPLORER_SCREENSHOT.stat().st_size > 10_000
-    print(f"screenshot: {EXPLORER_SCREENSHOT}")
+    assert screenshot.stat().st_size > 10_000
+    print(f"screenshot: {screenshot}")
