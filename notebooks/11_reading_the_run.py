@@ -18,7 +18,7 @@
 #
 # **Needs:** a laptop CPU; no model, no GPU: it reads the runs recorded in `data/runs/`.
 # **Takes:** under a minute in every profile (no model is loaded). Measured on the course's
-# 2-core machine while training runs shared it: the `cpu` build took 29-72 s, the `smoke`
+# 2-core machine: the `cpu` build took 17 s alone and 29-72 s while training runs shared it; the `smoke`
 # profile (CI) 28-64 s under nbval (the more jobs, the longer).
 #
 # Lecture parts: "Reading the run" and the recap: *"Read the curves: reward, KL, and
