@@ -67,10 +67,11 @@ GALLERY: tuple[GalleryRun, ...] = (
     GalleryRun(
         symptom="length gaming",
         run="gallery-length-gaming-cpu",
-        command=f"python -m grpo_core length --reward detail --max-new-tokens 160 {LENGTH_CPU} "
-                "--steps 12",
+        command=f"python -m grpo_core length --reward detail --max-new-tokens 256 {LENGTH_CPU} "
+                "--steps 10",
         changed="experiment 1's prompts with detail_reward, a tenth of a point per distinct "
-                "word (a judge that likes detailed answers), and room to grow (160 tokens)",
+                "word (a judge that likes detailed answers), and room to grow: 256 new tokens "
+                "(at 160 the base model's answers already average 134 tokens, half of them cut)",
         fix="a reward that says what it wants (experiment 1's -|len - 20| asks for 20 "
             "characters), or one normalized by length",
         fixed_run="exp1-length-cpu",

@@ -269,7 +269,8 @@ show_failure("truncation")
 # Experiment 1's prompts, rewarded by `detail_reward`: a tenth of a point per distinct word, a
 # stand-in for a judge that likes detailed answers. Nothing in it says "be long", but every
 # new word pays, so the completions grow with the reward, until they hit the budget (raised to
-# 160 tokens to leave room). `diagnose` calls it gaming because no trained reward is a length
+# 256 tokens to leave room: the base model's answers to these prompts already average about
+# 134 tokens). `diagnose` calls it gaming because no trained reward is a length
 # reward; experiment 1 (beside it), whose reward asks for 20 characters, gets shorter instead.
 
 # %%
