@@ -59,7 +59,7 @@ GALLERY: tuple[GalleryRun, ...] = (
     GalleryRun(
         symptom="truncation",
         run="exp2-mbpp-k8-cpu",
-        command=f"python -m grpo_core mbpp --k 8 {CODE_CPU}",
+        command=f"python -m grpo_core mbpp --k 8 {CODE_CPU} --steps 12",
         changed="nothing: 64 new tokens are too few for the base model's code, which keeps "
                 "going after the function",
         fix="a larger max_new_tokens, or a prompt that asks for the function alone",
