@@ -95,6 +95,10 @@ _EXPORTS: dict[str, str] = {
     "clip_widget": "widgets",
     "kl_curves": "widgets",
     "kl_widget": "widgets",
+    # the run explorer and the token view (notebooks 11 and 02)
+    "run_explorer": "widgets",
+    "token_logprob_change": "widgets",
+    "token_change_html": "widgets",
     # reading a run (notebooks 09 and 11)
     "diagnose": "diagnosis",
     "Diagnosis": "diagnosis",

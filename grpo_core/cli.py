@@ -5,6 +5,8 @@
     python -m grpo_core length --profile smoke --out /tmp/x --steps 2 --beta 0.04
     python -m grpo_core mbpp --k 8 --profile cpu --out runs/exp2-mbpp-k8-cpu
     python -m grpo_core hacking --profile cpu --out runs/exp3-hacking-cpu
+    python -m grpo_core length --reward detail --profile cpu --out runs/gaming   (notebook 11)
+    python -m grpo_core mbpp --problems mbpp --profile cpu --out runs/no-signal  (notebook 11)
 
 (``grpo-train`` is the same command, installed with the package.) Writes
 ``<out>/metrics.jsonl`` (one line per step, flushed each step; with a held-out evaluation a
@@ -27,6 +29,8 @@ from typing import Any
 from grpo_core.experiments import (
     EXPERIMENTS,
     HACKING_PROXIES,
+    LENGTH_REWARDS,
+    PROBLEM_SOURCES,
     Experiment,
     build_config,
     profile_precision,
@@ -80,6 +84,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="mbpp, hacking: group size at the profile's completions per step")
     parser.add_argument("--proxy", choices=HACKING_PROXIES, default=None,
                         help=f"hacking: the proxy reward (default {HACKING_PROXIES[0]})")
+    parser.add_argument("--reward", choices=LENGTH_REWARDS, default=None,
+                        help="length: the reward (default length; detail pays 0.1 per distinct "
+                             "word, for length without naming it)")
+    parser.add_argument("--problems", choices=PROBLEM_SOURCES, default=None,
+                        help="mbpp: the training problems (default: the profile's; mbpp: "
+                             "MBPP's train split, a local copy or the Hub)")
     parser.add_argument("--lora", action="store_true",
                         help=f"train LoRA adapters (rank {LORA_RANK} unless --lora-rank) instead "
                              "of every weight; LoRA usually wants a ~10x larger --lr")
@@ -106,6 +116,14 @@ def make_experiment(name: str, profile: Profile, args: argparse.Namespace) -> Ex
         if name != "hacking":
             raise SystemExit("--proxy belongs to hacking")
         options["proxy"] = args.proxy
+    if getattr(args, "reward", None) is not None:
+        if name != "length":
+            raise SystemExit("--reward belongs to length")
+        options["reward"] = args.reward
+    if getattr(args, "problems", None) is not None:
+        if name != "mbpp":
+            raise SystemExit("--problems belongs to mbpp")
+        options["problems"] = args.problems
     return EXPERIMENTS[name](profile, **options)
 
 

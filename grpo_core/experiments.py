@@ -82,23 +82,39 @@ def negated(fn: RewardFn) -> RewardFn:
     return flipped
 
 
-def length_experiment(profile: Profile, negate: bool = False) -> Experiment:
+# experiment 1's rewards (``--reward``): the task, and a proxy that pays for length unsaid
+LENGTH_REWARDS = ("length", "detail")
+
+
+def length_experiment(profile: Profile, negate: bool = False,
+                      reward: str = LENGTH_REWARDS[0]) -> Experiment:
     """Experiment 1: be close to 20 characters long (``grpo_core.rewards.length_reward``).
 
     Loop settings: the lecture's loss (``loss_type="grpo"``: each completion's log-prob
     averaged over its tokens, then over completions), no KL (beta = 0), one update per rollout.
+    ``reward="detail"`` trains on experiment 1's prompts with ``detail_reward`` instead (a
+    tenth of a point per distinct word): a reward that pays for length without naming it,
+    notebook 11's length-gaming run.
     """
-    from grpo_core.rewards import length_reward
+    from grpo_core.rewards import detail_reward, length_reward
 
-    reward = negated(length_reward) if negate else length_reward
-    target = "longer and longer (sign flipped)" if negate else f"{LENGTH_TARGET} characters"
+    if reward not in LENGTH_REWARDS:
+        raise ValueError(f"unknown reward {reward!r}: choose one of {', '.join(LENGTH_REWARDS)}")
+    chosen = length_reward if reward == "length" else detail_reward
+    chosen = negated(chosen) if negate else chosen
+    if reward == "detail":
+        title = "reward 0.1 per distinct word" + (" (sign flipped)" if negate else "")
+    else:
+        target = "longer and longer (sign flipped)" if negate else f"{LENGTH_TARGET} characters"
+        title = f"reward -|len - 20|, target {target}"
     return Experiment(
         name="length",
         prompts=read_jsonl(EXP1_PROMPTS),
-        reward_funcs=[reward],
+        reward_funcs=[chosen],
         overrides={"loss_type": "grpo", "beta": 0.0, "num_iterations": 1},
-        targets={} if negate else {"completions/mean_chars": LENGTH_TARGET},
-        title=f"experiment 1 ({profile.name}): reward -|len - 20|, target {target}",
+        targets={} if negate or reward != "length" else {"completions/mean_chars": LENGTH_TARGET},
+        title=f"experiment 1 ({profile.name}): {title}",
+        notes={} if reward == "length" else {"reward": reward_name(chosen)},
     )
 
 
@@ -200,16 +216,29 @@ def k_sweep_sizes(profile: Profile, k: int) -> dict[str, int]:
     return {"group_size": k, "prompts_per_step": total // k}
 
 
-def mbpp_rows(profile: Profile) -> list[dict[str, Any]]:
+# where the code experiments' training problems come from (``--problems``): the profile's
+# default (MBPP on a GPU, the course's own problems on a CPU), or MBPP's train split anywhere
+PROBLEM_SOURCES = ("default", "mbpp")
+
+
+def _check_problems(problems: str) -> None:
+    if problems not in PROBLEM_SOURCES:
+        raise ValueError(f"unknown problems {problems!r}: choose one of "
+                         f"{', '.join(PROBLEM_SOURCES)}")
+
+
+def mbpp_rows(profile: Profile, problems: str = "default") -> list[dict[str, Any]]:
     """Experiment 2's training problems with a ``prompt`` column (``format_code_prompt``).
 
-    ``gpu``: MBPP's train split from the Hub (or a local copy). ``cpu``/``smoke``: the
-    course's ``train`` problems (``course_split``) of ``MBPP_LOCAL_DIFFICULTIES``; the
-    ``held_out`` ones are never trained on (:func:`held_out_rows`).
+    ``gpu`` (or ``problems="mbpp"``): MBPP's train split (a local copy, else the Hub).
+    ``cpu``/``smoke``: the course's ``train`` problems (``course_split``) of
+    ``MBPP_LOCAL_DIFFICULTIES``; the ``held_out`` ones are never trained on
+    (:func:`held_out_rows`).
     """
     from grpo_core.mbpp import course_split, load_mbpp
 
-    if profile.data_source == "hub":
+    _check_problems(problems)
+    if profile.data_source == "hub" or problems == "mbpp":
         problems = [dict(row) for row in load_mbpp("train", "full")]
     else:
         training, _ = course_split()
@@ -226,14 +255,16 @@ def code_row(problem: dict[str, Any]) -> dict[str, Any]:
             "setup_code": problem["setup_code"], "entry_point": problem["entry_point"]}
 
 
-def mbpp_experiment(profile: Profile, k: int | None = None, negate: bool = False) -> Experiment:
+def mbpp_experiment(profile: Profile, k: int | None = None, negate: bool = False,
+                    problems: str = "default") -> Experiment:
     """Experiment 2: unit-test reward on coding problems, group size ``k``.
 
     Loop settings: the lecture's loss (``grpo``), no KL, one update per rollout, the same
     number of completions per step for every k (``k_sweep_sizes``). Trains on
     :func:`mbpp_rows` and evaluates ``unit_test_reward`` on :func:`held_out_rows` at step 0,
     every ``eval_size(profile).every`` steps and after the last (``eval/unit_test_reward``,
-    ``/sem``, ``/delta_sem``).
+    ``/sem``, ``/delta_sem``). ``problems="mbpp"`` trains on MBPP's train split in any
+    profile: in ``cpu``, a task SmolLM2-135M cannot reach (notebook 11's no-signal run).
     """
     from grpo_core.rewards import unit_test_reward
 
@@ -243,7 +274,7 @@ def mbpp_experiment(profile: Profile, k: int | None = None, negate: bool = False
     held_out = held_out_rows(profile)
     return Experiment(
         name="mbpp",
-        prompts=mbpp_rows(profile),
+        prompts=mbpp_rows(profile, problems),
         reward_funcs=[unit_test_reward],
         overrides={"loss_type": "grpo", "beta": 0.0, "num_iterations": 1,
                    "eval_every": eval_size(profile).every, **sizes},
@@ -251,8 +282,8 @@ def mbpp_experiment(profile: Profile, k: int | None = None, negate: bool = False
                f"x {sizes['prompts_per_step']} prompts per step"),
         evaluate=held_out_experiment_evaluator(profile, held_out, [unit_test_reward]),
         notes={"held_out_metric": "eval/unit_test_reward",
-               "train_split": "MBPP train" if profile.data_source == "hub" else
-               f"course_split train, difficulties {', '.join(MBPP_LOCAL_DIFFICULTIES)}",
+               "train_split": "MBPP train" if profile.data_source == "hub" or problems == "mbpp"
+               else f"course_split train, difficulties {', '.join(MBPP_LOCAL_DIFFICULTIES)}",
                **held_out_notes(held_out, profile)},
     )
 

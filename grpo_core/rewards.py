@@ -16,6 +16,9 @@ message's ``content`` is scored).
   decimal numbers, as numbers (``72``, ``72.0`` and ``+72`` match ``72``).
 * ``length_reward``: ``-abs(len(completion) - 20)`` in characters (experiment 1);
   ``make_length_reward(target)`` builds one for another target.
+* ``detail_reward``: distinct words, a tenth of a point each: a stand-in for a judge that
+  prefers detailed answers, which pays for length without saying so (notebook 11's
+  length-gaming run, ``python -m grpo_core length --reward detail``).
 * ``unit_test_reward``: the fraction of the ``tests`` column's asserts that the completion's
   code passes in the sandbox (experiment 2).
 * ``defines_function_reward``: 1.0 when the completion's code parses and defines the function
@@ -125,6 +128,21 @@ def make_length_reward(target: int = LENGTH_TARGET) -> RewardFn:
 
 
 length_reward = make_length_reward(LENGTH_TARGET)
+
+DETAIL_POINTS_PER_WORD = 0.1
+_WORD = re.compile(r"[a-z0-9']+")
+
+
+def detail_reward(completions: Sequence[Any], **kwargs: Any) -> list[float]:
+    """``DETAIL_POINTS_PER_WORD`` times the number of distinct words (letters, digits and
+    apostrophes, case ignored) in each completion.
+
+    A proxy for "a detailed answer": a judge that counts what it sees. Every new word earns
+    more, so the longer the answer, the higher the reward, without the word "length"
+    anywhere: the length-gaming run of notebook 11.
+    """
+    return [DETAIL_POINTS_PER_WORD * len(set(_WORD.findall(completion_text(c).lower())))
+            for c in completions]
 
 
 # ---------------------------------------------------------------- unit tests (experiment 2)

@@ -385,6 +385,75 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
+# ### Token by token
+#
+# Each completion's term of the gradient pushes **every one of its tokens** the same way:
+# eq. (2.4) is a sum over completions of Aᵢ times ∇ log π_θ(yᵢ ∣ x), and that log-prob is a sum
+# over the completion's tokens. So after the step, look at each token's own change,
+#
+# $$\Delta_{i,t} = \log\pi_{\theta'}(y_{i,t}\mid x, y_{i,<t}) - \log\pi_{\theta}(y_{i,t}\mid x, y_{i,<t}),
+# \qquad \sum_{t=1}^{|y_i|}\Delta_{i,t} = \text{the change of } \log\pi(y_i\mid x) \text{ in the table above}$$
+#
+# | symbol | meaning |
+# |---|---|
+# | θ, θ′ | the weights before and after the step |
+# | y_{i,t} | token t of completion i; y_{i,<t} the tokens before it |
+# | Δ_{i,t} | how much that token's log-probability moved, in nats (0 on padding) |
+#
+# `token_logprob_change` computes it from the two `[B, C]` tensors of per-token log-probs and
+# the completion mask, and `token_change_html` colours each token: **green** where its
+# log-probability rose, **red** where it fell, stronger for a larger change, with the
+# completion's advantage at the left of its row.
+
+# %%
+from IPython.display import HTML, display
+
+from grpo_core.widgets.tokens import (
+    token_change_html,
+    token_change_summary,
+    token_logprob_change,
+    token_texts,
+)
+
+print(inspect.getsource(token_logprob_change))
+
+# %% [markdown]
+# By hand first: two completions of three tokens, the second one token shorter (padding), with
+# made-up log-probs before and after.
+
+# %%
+toy_before = torch.tensor([[-1.0, -2.0, -0.5], [-3.0, -1.0, -9.0]])
+toy_after = torch.tensor([[-0.5, -1.5, -0.4], [-3.5, -1.2, 0.0]])
+toy_mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
+toy_change = token_logprob_change(toy_before, toy_after, toy_mask)
+print(f"change {tuple(toy_change.shape)}:\n{toy_change}")  # the padding's 9 nats are not counted
+display(HTML(token_change_html([["Yes", ",", " sir"], ["No", "pe"]], toy_change, toy_mask,
+                               [0.7, -0.7])))
+
+# %% [markdown]
+# Now the real group of section 4: its per-token log-probs before the step (`token_logp`, with
+# gradient; the function detaches them) and after it, from the updated model.
+
+# %%
+token_logp_after = batch_logprobs(rollout)  # [k, C], the updated weights, no gradient
+token_change = token_logprob_change(token_logp, token_logp_after, comp_mask)
+assert torch.allclose(token_change.sum(1), change, atol=1e-3)  # the sum is the table's change
+order = advantages.argsort(descending=True).tolist()  # best completion first
+texts = token_texts(tokenizer, rollout.completion_ids, comp_mask)
+display(HTML(token_change_html([texts[i] for i in order], token_change[order], comp_mask[order],
+                               advantages[order])))
+for row in token_change_summary(token_change, comp_mask, advantages):
+    if row.advantage != 0:
+        print(f"A = {row.advantage:+.2f}: {row.with_advantage:2} of {row.tokens:2} tokens moved "
+              f"the way A pushes ({row.share:.0%}), summed change {row.total_change:+.2f}")
+
+# %% [markdown]
+# Rows with A > 0 should be mostly green and rows with A < 0 mostly red: positive advantage
+# raises the completion, negative lowers it, token by token. Where a row goes against its
+# sign, look at which tokens do: often the opening words it shares with completions of the
+# other sign, which the other completions' terms push the other way.
+
+# %% [markdown]
 # Positive advantage raises the completion's log-probability, negative lowers it, and the size
 # sets how hard: that is what each completion's own term of the gradient does, and what the
 # table shows for most rows. It is a tendency for the group, not a law for every row. The

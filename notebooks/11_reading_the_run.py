@@ -18,7 +18,7 @@
 #
 # **Needs:** a laptop CPU; no model, no GPU: it reads the runs recorded in `data/runs/`.
 # **Takes:** under a minute in every profile (no model is loaded). Measured on the course's
-# 2-core machine while training runs shared it: the `cpu` build took 29-72 s, the `smoke`
+# 2-core machine: the `cpu` build took 17 s alone and 29-72 s while training runs shared it; the `smoke`
 # profile (CI) 28-64 s under nbval (the more jobs, the longer).
 #
 # Lecture parts: "Reading the run" and the recap: *"Read the curves: reward, KL, and
@@ -31,9 +31,15 @@
 # 1. see why the **loss** is the one curve that tells you nothing in GRPO, and what does;
 # 2. meet `diagnose`, which reads a run's metrics and flags six symptoms, each with its
 #    evidence (which metric, which steps, what value);
-# 3. make one hand-made run per symptom and watch `diagnose` name it;
-# 4. plot the course's recorded runs side by side and diagnose each;
-# 5. collect it all in one table, symptom → metric → fix, and close with the lecture's recap.
+# 3. walk through a **gallery of real failures**: for each symptom a short run of this
+#    course's own loop, recorded on a CPU, that shows it, what was changed to cause it, and a
+#    run with the fix beside it;
+# 4. scrub through a run with the **run explorer**: its curves, and at each step what the
+#    model actually wrote, with each completion's reward and advantage;
+# 5. see each symptom once more on hand-made curves, the textbook case;
+# 6. plot every recorded run side by side and diagnose each;
+# 7. collect it all in one table, symptom → metric → fix, with a real run behind every row,
+#    and close with the lecture's recap.
 
 # %%
 # Colab only: fetch the course and install what the runtime lacks, keeping Colab's own torch,
@@ -175,11 +181,184 @@ print(inspect.getsource(diagnose))
 print(inspect.getsource(check_hacking))
 
 # %% [markdown]
-# ## 3. One hand-made run per symptom
+# ## 3. A gallery of real failures
 #
-# A healthy run first: the reward climbs, length steady, groups mixed, entropy steady, a
-# small KL. Then six copies, each with one curve changed by hand. Each should be flagged for
-# exactly the symptom we planted.
+# Each symptom, happening to a real model in our own loop. Every run below is a short `cpu`
+# run of the course's command line (`python -m grpo_core ...`, SmolLM2-135M, groups of 8),
+# recorded into `data/runs/` and diagnosed here from its own `metrics.jsonl`. Each changes one
+# thing against a healthy run to cause its failure; the fix is a run beside it. Each is one
+# run with one seed: it shows that the failure happens and what it looks like, not how often
+# it would (a learner's rerun with another `--seed` may take a few steps more or less). The
+# gallery itself, with the commands that recorded it (`grpo_core.gallery`):
+
+# %%
+import pandas as pd
+from IPython.display import HTML, Image, display
+
+from grpo_core.gallery import FIXED_RUN_COMMANDS, GALLERY, gallery_entry
+from grpo_core.plots import figure_png, plot_run
+
+pd.set_option("display.max_colwidth", None)
+display(pd.DataFrame([{"symptom": e.symptom, "run": e.run, "what was changed": e.changed,
+                       "fixed run": e.fixed_run or "-"} for e in GALLERY]))
+for entry in GALLERY:
+    print(f"{entry.symptom:14} {entry.full_command}")
+
+
+# %%
+def recorded(name: str):
+    """The recorded run ``name`` in data/runs/, or None when it has not been recorded."""
+    folder = runs_dir() / name
+    return load_run(folder) if (folder / "metrics.jsonl").exists() else None
+
+
+def show_failure(symptom: str) -> None:
+    """The gallery's run for ``symptom``: its diagnosis, its curves, and the fixed run's."""
+    entry = gallery_entry(symptom)
+    run = recorded(entry.run)
+    if run is None:
+        print(f"data/runs/{entry.run} is not recorded yet; record it (a few minutes) with\n"
+              f"  {entry.full_command}")
+        return
+    diagnosis = diagnose(run)
+    print(f"{run.name}: {diagnosis.steps} steps, flagged: {', '.join(diagnosis.symptoms) or 'nothing'}")
+    print(f"  changed: {entry.changed}")
+    print(f"  {diagnosis[symptom]}")
+    display(Image(figure_png(plot_run(run, diagnosis, title=f"{run.name}: {symptom}"))))
+    if entry.fixed_run is None:
+        print(f"  the fix: {entry.fix}")
+        return
+    fixed = recorded(entry.fixed_run)
+    if fixed is None:
+        command = FIXED_RUN_COMMANDS.get(entry.fixed_run, f"(the run {entry.fixed_run})")
+        print(f"the fixed run data/runs/{entry.fixed_run} is not recorded yet: {command}")
+        return
+    fixed_diagnosis = diagnose(fixed)
+    print(f"the fix, {fixed.name}: {entry.fix}\n  {symptom}: {fixed_diagnosis[symptom].status}; "
+          f"flagged: {', '.join(fixed_diagnosis.symptoms) or 'nothing'}\n  "
+          f"{fixed_diagnosis[symptom].evidence}")
+    display(Image(figure_png(plot_run(fixed, fixed_diagnosis, title=f"{fixed.name}: the fix"))))
+
+
+# %% [markdown]
+# ### No signal: a task the model cannot reach
+#
+# Experiment 2's unit-test reward on **real MBPP** instead of the course's own problems.
+# Notebook 08's signal check measured SmolLM2-135M there: a mean reward of 0.000, no group of
+# 20 mixed. A group whose completions all score 0 has every advantage exactly 0 (notebook 03),
+# so the step learns nothing from it; `frac_reward_zero_std` near 1 says so at every step, and
+# `grad_norm` sits at 0. The fix is a task at the edge of what the model can do: the course's
+# problems (experiment 2, beside it), a larger k, or partial credit.
+
+# %%
+show_failure("no signal")
+
+# %% [markdown]
+# ### Truncation: the budget is too small
+#
+# Every code run of the course shows it: 64 new tokens are too few for the base model's code,
+# which keeps going after the function (tests, explanations), so most completions stop at
+# `max_new_tokens` and are scored cut off. `completions/clipped_ratio` near 1 says so.
+
+# %%
+show_failure("truncation")
+
+# %% [markdown]
+# ### Length gaming: a reward that pays for length without saying so
+#
+# Experiment 1's prompts, rewarded by `detail_reward`: a tenth of a point per distinct word, a
+# stand-in for a judge that likes detailed answers. Nothing in it says "be long", but every
+# new word pays, so the completions grow with the reward, until they hit the budget (raised to
+# 256 tokens to leave room: the base model's answers to these prompts already average about
+# 134 tokens). `diagnose` calls it gaming because no trained reward is a length
+# reward; experiment 1 (beside it), whose reward asks for 20 characters, gets shorter instead.
+
+# %%
+from grpo_core.rewards import detail_reward
+
+print(inspect.getsource(detail_reward))
+show_failure("length gaming")
+
+# %% [markdown]
+# ### Hacking: the proxy climbs, the true score does not
+#
+# Experiment 3 (notebook 09): a proxy that pays for code it never runs. The reward climbs;
+# the held-out unit tests, logged beside it, do not. The milder proxy (beside it) is not gamed.
+
+# %%
+show_failure("hacking")
+
+# %% [markdown]
+# ### Collapse: a learning rate ten times too high
+#
+# Experiment 1 with `--lr 2e-4` instead of 2e-5. Each update moves the policy so far that
+# after a few steps it samples nearly the same completion every time: `entropy` falls toward
+# 0, and with it `reward_std`, because a group of identical completions has nothing to compare
+# (its advantages are all 0), so `diagnose` may flag *no signal* as well: the groups stop
+# disagreeing because the samples stopped differing. Experiment 1 at the course's learning
+# rate, beside it, is not flagged: its `reward_std` shrinks too, as the completions close in
+# on 20 characters, but its entropy stays well above 0: the model still samples different
+# completions, they just score alike.
+
+# %%
+show_failure("collapse")
+
+# %% [markdown]
+# ### KL blow-up: a penalty too weak to hold the policy
+#
+# β = 0.04 (TRL's former default) loads a frozen reference model and logs `kl`, the per-token
+# k3 estimate of how far the policy has moved from it (notebook 04). Experiment 1 with it, at
+# the course's own learning rate: the reward drives the completions down to a few tokens that
+# the reference finds unlikely, and `kl` runs away within about ten steps. (rasbt's
+# *reasoning from scratch*, §7.5, shows the same on Qwen3-0.6B with a KL on summed log-probs:
+# MATH-500 accuracy from 40.8 % to 0.0 % by step 100.) Beside it, β = 1.0: the penalty is
+# strong enough to hold the policy near the reference, and the reward moves more slowly.
+
+# %%
+show_failure("KL blow-up")
+
+# %% [markdown]
+# ## 4. Read what the model wrote: the run explorer
+#
+# The curves say *that* something went wrong and *when*; the completions say *what*. Every
+# run recorded with `samples.jsonl` keeps each completion of each step, with its reward and
+# its advantage. `run_explorer` puts them beside the curves: pick a run, move the step slider,
+# and the cursor moves along every curve while the groups of that step appear below, each
+# completion green when it beat its group's mean (A > 0, pushed up), red when it fell short
+# (A < 0, pushed down), grey at the mean (a group of equal rewards: no signal). `diagnose`'s
+# findings that involve that step are listed above them. A run recorded before samples were
+# kept still shows its curves, and says so.
+
+# %%
+from grpo_core.widgets import run_explorer, step_view, step_view_html
+
+
+def first_with_samples(names):
+    """The first of ``names`` that is recorded with samples.jsonl, else None."""
+    return next((n for n in names if recorded(n) is not None and recorded(n).has_samples), None)
+
+
+explore = first_with_samples([e.run for e in GALLERY] + [p.name for p in list_runs()])
+print(f"starting at {explore}; every recorded run is in the dropdown")
+run_explorer(explore) if explore else print("no recorded run has samples.jsonl yet")
+
+# %% [markdown]
+# A saved notebook does not keep a widget's state, so here is the same view, without the
+# slider, at the last step of that run: what the model was writing when the run ended.
+
+# %%
+if explore:
+    explored = recorded(explore)
+    last_step = explored.samples().select(split="train").steps[-1]
+    display(HTML(step_view_html(step_view(explored, last_step), explored.records)))
+
+# %% [markdown]
+# ## 5. The same symptoms on hand-made curves
+#
+# The textbook case of each symptom, as a complement to the real runs: a healthy run first
+# (the reward climbs, length steady, groups mixed, entropy steady, a small KL), then six
+# copies, each with one curve changed by hand. Each should be flagged for exactly the symptom
+# we planted, and nothing else: real runs are rarely that clean (a code run is truncated too).
 
 # %%
 import random
@@ -257,7 +436,7 @@ display(Image(figure_png(plot_run(toy, diagnose(toy), title="toy: the proxy clim
                                   "held-out true score falls"))))
 
 # %% [markdown]
-# ## 4. The recorded runs
+# ## 6. Every recorded run
 #
 # `data/runs/` holds runs of the course's own code, recorded on a CPU with
 # `python -m grpo_core <experiment> --profile cpu --out data/runs/<name>` (experiment 1:
@@ -322,9 +501,8 @@ for run in runs:
 #   the side-by-side plot with notebook 08's prediction. A flagged *no signal* here is the
 #   lecture's "too hard" group; a flagged *truncation* says the code did not fit the budget.
 # - **Experiment 3** (a gameable proxy, `exp3-hacking-cpu`): the proxy `reward` climbs
-#   while `eval/unit_test_reward`, the unit tests on held-out problems, does not: it fell
-#   from 0.29 after step 1 to 0.09 at step 10 and ended at 0.23, and `diagnose` flags
-#   hacking.
+#   while `eval/unit_test_reward`, the unit tests on held-out problems, does not (its
+#   values are in the diagnosis above), and `diagnose` flags hacking.
 #   Without the held-out curve the run looks like a success: that is the whole point of
 #   logging a true score beside the reward. The milder proxy (`exp3-defines-function-cpu`,
 #   12 steps) is the counter-example: its held-out score rose with it, and `diagnose` says
@@ -332,7 +510,7 @@ for run in runs:
 #   hole.
 
 # %% [markdown]
-# ## 5. Symptom → metric → fix
+# ## 7. Symptom → metric → fix
 #
 # The lecture's "read the curves", as one table. `diagnose` checks each row (its fixes are in
 # `grpo_core.diagnosis.SYMPTOMS`, printed below):
@@ -348,6 +526,27 @@ for run in runs:
 # | entropy and `reward_std` toward 0 | `entropy`, `reward_std` | collapse: the same completion every time | higher temperature, β > 0, lower learning rate, stop earlier |
 # | KL grows without bound | `kl` | the policy left the reference | larger β, lower learning rate, `max_grad_norm` |
 
+# %% [markdown]
+# The same table with a real run behind every row: the gallery's run for each symptom, what
+# `diagnose` says of it, and of the run with the fix.
+
+# %%
+from grpo_core.diagnosis import SYMPTOMS
+
+
+def status_of(name: str | None, symptom: str) -> str:
+    """``diagnose``'s verdict on ``symptom`` for the recorded run ``name``."""
+    if name is None:
+        return "-"
+    run = recorded(name)
+    return f"{name}: {diagnose(run)[symptom].status}" if run else f"{name}: not recorded yet"
+
+
+display(pd.DataFrame([{"symptom": e.symptom, "metric": SYMPTOMS[e.symptom][0],
+                       "the run": status_of(e.run, e.symptom), "changed": e.changed,
+                       "fix": e.fix, "the fixed run": status_of(e.fixed_run, e.symptom)}
+                      for e in GALLERY]))
+
 # %%
 # NBVAL_CHECK_OUTPUT
 from grpo_core.diagnosis import symptom_table
@@ -356,7 +555,7 @@ for row in symptom_table().itertuples():
     print(f"{row.symptom} ({row.metric})\n    fix: {row.fix}")
 
 # %% [markdown]
-# ## 6. Recap: the lecture in six lines
+# ## 8. Recap: the lecture in six lines
 #
 # | the lecture's recap | what it means | where you saw it run |
 # |---|---|---|

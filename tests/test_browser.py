@@ -7,6 +7,11 @@ and including the widget, picks the "too easy" preset and checks that the page t
 advantage as 0.00 and the no-signal message. A screenshot lands in ``out/test_browser/`` (or
 ``$GRPO_TEST_OUTPUT/test_browser/``).
 
+A second test opens a one-cell notebook with the run explorer (``run_explorer``) on experiment
+3's recorded run, moves its step slider (typing the step into the slider's readout, as a
+learner can) and checks that the page then shows that step's completions from
+``samples.jsonl``; its screenshot is ``run_explorer_<run>.png``.
+
 The kernel runs in the smoke profile. The cells after the widget load the model and train
 (minutes on a busy CPU); they are not run here, ``make test`` runs the whole notebook under nbval.
 
@@ -36,6 +41,8 @@ NOTEBOOK = REPO_ROOT / "notebooks" / "03_group_baseline.ipynb"
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 OUTPUT_DIR = Path(os.environ.get("GRPO_TEST_OUTPUT", REPO_ROOT / "out")) / "test_browser"
 SCREENSHOT = OUTPUT_DIR / "03_group_baseline_too_easy.png"
+EXPLORER_NOTEBOOK = "run_explorer.ipynb"
+EXPLORER_RUN = "exp3-hacking-cpu"  # experiment 3: the proxy climbs, the true score does not
 WIDGET_CELL_MARK = "group_variation_widget(k=4)"
 CHROMIUM_ARGS = [
     "--no-sandbox",  # root in containers and CI
@@ -70,6 +77,26 @@ def browser_requirements():
         pytest.skip(problem)
 
 
+def _explorer_run() -> str:
+    """Experiment 3's recorded run; while it has no ``samples.jsonl`` (recorded before samples
+    were kept), the first recorded run that has one, so the completions can still be seen."""
+    from grpo_core.run_files import list_runs, read_samples
+
+    with_samples = [path.name for path in list_runs() if read_samples(path).found]
+    if not with_samples:
+        pytest.fail("no recorded run in data/runs has samples.jsonl")
+    return EXPLORER_RUN if EXPLORER_RUN in with_samples else with_samples[0]
+
+
+def _write_explorer_notebook(path: Path, run: str) -> None:
+    import nbformat
+
+    cell = nbformat.v4.new_code_cell(
+        f"from grpo_core.widgets import run_explorer\n\nrun_explorer({run!r})")
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell], metadata={"kernelspec": {
+        "name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}}), path)
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -89,6 +116,7 @@ def lab_server(browser_requirements, scratch):
     root = scratch / "root"
     root.mkdir()
     shutil.copy(NOTEBOOK, root / NOTEBOOK.name)  # autosave must never touch the repository file
+    _write_explorer_notebook(root / EXPLORER_NOTEBOOK, _explorer_run())
     config = scratch / "jupyter-config"
     (config / "labconfig").mkdir(parents=True)
     # no "get notified about Jupyter news?" toast over the screenshot
@@ -189,3 +217,79 @@ def test_too_easy_preset_shows_zero_advantages_and_no_signal(lab_server, scratch
             browser.close()
     assert SCREENSHOT.stat().st_size > 10_000
     print(f"screenshot: {SCREENSHOT}")
+
+
+def _launch(playwright, scratch: Path):
+    home = scratch / "browser-home"  # chromium's profile and crash database stay out of $HOME
+    home.mkdir(exist_ok=True)
+    return playwright.chromium.launch(
+        executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
+        env={**os.environ, "HOME": str(home)},
+    )  # fmt: skip
+
+
+def _first_words(text: str, words: int = 6) -> str:
+    return " ".join(text.split()[:words])
+
+
+def test_run_explorer_slider_shows_another_steps_completions(lab_server, scratch):
+    from playwright.sync_api import expect, sync_playwright
+
+    from grpo_core.run_files import load_run, read_samples
+    from grpo_core.widgets.explorer import step_groups, training_steps
+
+    run = _explorer_run()
+    if run != EXPLORER_RUN:
+        print(f"{EXPLORER_RUN} has no samples.jsonl yet: exploring {run} instead")
+    path = load_run(run).path
+    screenshot = OUTPUT_DIR / f"run_explorer_{run}.png"
+    steps = training_steps(load_run(run).records)
+    samples = read_samples(path)
+    first, last = steps[0], max(s for s in samples.steps if s in steps)
+    # what the page must show, in its order: each group's completions in sample order
+    expected = {step: [c.text for g in step_groups(samples, step) for c in g.completions]
+                for step in (first, last)}
+    base, token = lab_server
+    expect.set_options(timeout=30_000)
+    with sync_playwright() as playwright:
+        browser = _launch(playwright, scratch)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(60_000)
+            page.goto(f"{base}/lab/tree/{EXPLORER_NOTEBOOK}?reset&token={token}")
+            page.locator(".jp-Notebook").first.wait_for()
+            expect(page.locator("#jp-main-statusbar")).to_contain_text("Idle", timeout=90_000)
+            cell = page.locator(".jp-CodeCell").first
+            cell.locator(".jp-InputArea-editor").click()
+            page.keyboard.press("Shift+Enter")
+
+            step_label = cell.locator(".grpo-step")
+            step_label.wait_for(timeout=120_000)  # the kernel imports torch and diagnoses the run
+            expect(step_label).to_have_text(str(first))
+            texts = cell.locator(".grpo-completion-text")
+            expect(texts).to_have_count(len(expected[first]))
+            expect(texts.first).to_contain_text(_first_words(expected[first][0]))
+            cursor_before = cell.locator(".grpo-cursor").first.get_attribute("x1")
+
+            readout = cell.locator(".widget-slider .widget-readout")
+            readout.click()
+            page.keyboard.press("Control+A")
+            page.keyboard.type(str(last))
+            page.keyboard.press("Enter")
+
+            expect(step_label).to_have_text(str(last))
+            expect(texts).to_have_count(len(expected[last]))
+            expect(texts.first).to_contain_text(_first_words(expected[last][0]))
+            assert _first_words(expected[last][0]) != _first_words(expected[first][0])
+            assert float(cell.locator(".grpo-cursor").first.get_attribute("x1")) > float(
+                cursor_before)
+            signs = cell.locator(".grpo-completion.grpo-pos, .grpo-completion.grpo-neg")
+            assert signs.count() > 0  # completions coloured by their advantage's sign
+
+            OUTPUT_DIR.mkdir(parents=True, exist_ok=True)
+            cell.locator(".jp-Cell-outputArea").screenshot(path=str(screenshot),
+                                                           animations="disabled")
+        finally:
+            browser.close()
+    assert screenshot.stat().st_size > 10_000
+    print(f"screenshot: {screenshot}")

@@ -23,6 +23,7 @@ from grpo_core.diagnosis import (
     trained_rewards,
     trend,
 )
+from grpo_core.gallery import FIXED_RUN_COMMANDS, GALLERY, gallery_entry
 from grpo_core.plots import compare_runs, plot_run
 from grpo_core.run_files import RecordedRun, list_runs, load_run, runs_dir, series
 
@@ -1099,3 +1100,59 @@ def test_a_reward_logged_in_float32_still_equals_the_total_reward():
             for s in range(1, 11)]
     assert rows[0]["reward"] != rows[0]["rewards/length_reward/mean"]
     assert trained_rewards(rows) == ["length_reward"]
+
+
+# --- the gallery of real failures (grpo_core.gallery, notebook 11) --------------------------
+
+
+def test_the_gallery_has_one_run_per_symptom_each_with_its_command():
+    assert [entry.symptom for entry in GALLERY] == list(SYMPTOMS)
+    assert len({entry.run for entry in GALLERY}) == len(GALLERY)
+    for entry in GALLERY:
+        assert entry.full_command.startswith("python -m grpo_core ")
+        assert entry.full_command.endswith(f"--out data/runs/{entry.run}")
+        assert "--profile cpu" in entry.command and entry.symptom not in entry.also
+        assert set(entry.also) <= set(SYMPTOMS)
+    for name, command in FIXED_RUN_COMMANDS.items():
+        assert command.endswith(f"--out data/runs/{name}")
+    assert gallery_entry("collapse").run == "gallery-collapse-cpu"
+    with pytest.raises(KeyError, match="no gallery run"):
+        gallery_entry("boredom")
+
+
+def test_the_gallerys_commands_parse_into_the_change_they_describe():
+    from grpo_core.cli import config_overrides, parse_args
+
+    def parsed(entry):
+        return parse_args(entry.full_command.split()[3:])
+
+    assert parsed(gallery_entry("no signal")).problems == "mbpp"
+    assert config_overrides(parsed(gallery_entry("no signal")))["eval_every"] == 0
+    assert parsed(gallery_entry("length gaming")).reward == "detail"
+    assert config_overrides(parsed(gallery_entry("collapse")))["learning_rate"] == 2e-4
+    kl = config_overrides(parsed(gallery_entry("KL blow-up")))
+    assert kl["beta"] == 0.04 and "learning_rate" not in kl  # the course's learning rate
+    fixed = config_overrides(parse_args(FIXED_RUN_COMMANDS["gallery-kl-beta-1-cpu"].split()[3:]))
+    assert fixed["beta"] > kl["beta"] and "learning_rate" not in fixed
+
+
+@pytest.mark.parametrize("entry", GALLERY, ids=[entry.symptom for entry in GALLERY])
+def test_each_gallery_run_is_flagged_for_its_symptom_and_nothing_it_should_not_be(entry):
+    folder = RUNS_DIR / entry.run
+    if not finished(folder):
+        pytest.skip(f"data/runs/{entry.run} is not recorded yet (or still recording): "
+                    f"{entry.full_command}")
+    diagnosis = diagnose(folder)
+    assert entry.symptom in diagnosis.symptoms, str(diagnosis)
+    unexpected = set(diagnosis.symptoms) - {entry.symptom, *entry.also}
+    assert not unexpected, str(diagnosis)
+
+
+@pytest.mark.parametrize("entry", [e for e in GALLERY if e.fixed_run],
+                         ids=[e.symptom for e in GALLERY if e.fixed_run])
+def test_each_gallery_fix_is_not_flagged_for_the_symptom(entry):
+    folder = RUNS_DIR / entry.fixed_run
+    if not finished(folder):
+        command = FIXED_RUN_COMMANDS.get(entry.fixed_run, f"the run {entry.fixed_run}")
+        pytest.skip(f"data/runs/{entry.fixed_run} is not recorded yet: {command}")
+    assert entry.symptom not in diagnose(folder).symptoms, str(diagnose(folder))

@@ -262,3 +262,30 @@ def test_bare_code_is_given_up_after_200_trailing_lines():
     assert extract_code("def f(): return 1\n" + "and some prose\n" * 199) == "def f(): return 1"
     assert extract_code("def f(): return 1\n" + "and some prose\n" * 200) == ""
 
+
+
+# ---------------------------------------------------------------- detail (notebook 11's gaming)
+
+
+def test_detail_reward_pays_a_tenth_per_distinct_word():
+    from grpo_core.rewards import DETAIL_POINTS_PER_WORD, detail_reward
+
+    assert DETAIL_POINTS_PER_WORD == 0.1
+    scores = detail_reward(["Rain.", "Rain, rain and sun!", "", "It's 20 degrees"])
+    assert scores == pytest.approx([0.1, 0.3, 0.0, 0.3])  # "rain" once; "it's" is one word
+
+
+def test_detail_reward_ignores_case_and_grows_with_new_words():
+    from grpo_core.rewards import detail_reward
+
+    short, longer = "Spring is warm", "Spring is warm, wet and WARM with flowers"
+    assert detail_reward([short.upper()]) == detail_reward([short])
+    assert detail_reward([longer])[0] == pytest.approx(0.7)  # 7 words: "warm" counted once
+    assert detail_reward([longer])[0] > detail_reward([short])[0]
+
+
+def test_detail_reward_reads_conversations_and_ignores_columns():
+    from grpo_core.rewards import detail_reward
+
+    chat = [[{"role": "assistant", "content": "one two"}]]
+    assert detail_reward(chat, prompts=["x"], task_id=[1]) == pytest.approx([0.2])

@@ -425,3 +425,48 @@ def test_hacking_proxy_option_picks_the_reward_and_is_refused_elsewhere(capsys):
     with pytest.raises(SystemExit, match="^2$"):  # argparse's usage error: not one of the choices
         main(["hacking", "--profile", "smoke", "--proxy", "tests_pass", "--out", "/nonexistent"])
     assert "invalid choice: 'tests_pass'" in capsys.readouterr().err
+
+
+def test_length_reward_option_trains_on_the_detail_proxy_and_is_refused_elsewhere():
+    from grpo_core.experiments import length_experiment
+    from grpo_core.profiles import get_profile
+    from grpo_core.rewards import detail_reward
+
+    smoke = get_profile("smoke")
+    experiment = length_experiment(smoke, reward="detail")
+    assert experiment.reward_funcs == [detail_reward]
+    assert experiment.targets == {} and experiment.notes == {"reward": "detail_reward"}
+    assert "0.1 per distinct word" in experiment.title
+    assert "length" not in experiment.notes["reward"]  # diagnose must not take it for the task
+    assert length_experiment(smoke).reward_funcs == [length_reward]
+    assert length_experiment(smoke).targets == {"completions/mean_chars": 20}
+    flipped = length_experiment(smoke, negate=True, reward="detail")
+    assert flipped.reward_funcs[0].__name__ == "negated_detail_reward"
+    with pytest.raises(ValueError, match="unknown reward 'words'"):
+        length_experiment(smoke, reward="words")
+    with pytest.raises(SystemExit, match="--reward belongs to length"):
+        main(["mbpp", "--profile", "smoke", "--reward", "detail", "--out", "/nonexistent"])
+
+
+def test_problems_option_trains_mbpp_on_real_mbpp_and_is_refused_elsewhere(monkeypatch):
+    from grpo_core import mbpp
+    from grpo_core.experiments import mbpp_experiment, mbpp_rows
+    from grpo_core.profiles import get_profile
+
+    fake = [{"task_id": 601, "text": "Write a function to add.", "tests": ["assert add(1, 2) == 3"],
+             "setup_code": "", "entry_point": "add"}]
+    asked = []
+    monkeypatch.setattr(mbpp, "load_mbpp", lambda split, config: asked.append(split) or fake)
+    smoke = get_profile("smoke")
+    rows = mbpp_rows(smoke, "mbpp")
+    assert asked == ["train"] and [row["task_id"] for row in rows] == [601]
+    assert "assert add(1, 2) == 3" in rows[0]["prompt"]
+    course = mbpp_rows(smoke)
+    assert asked == ["train"] and course and all(row["task_id"] != 601 for row in course)
+    experiment = mbpp_experiment(smoke, problems="mbpp")
+    assert experiment.prompts == rows and experiment.notes["train_split"] == "MBPP train"
+    assert mbpp_experiment(smoke).notes["train_split"].startswith("course_split train")
+    with pytest.raises(ValueError, match="unknown problems 'hub'"):
+        mbpp_rows(smoke, "hub")
+    with pytest.raises(SystemExit, match="--problems belongs to mbpp"):
+        main(["length", "--profile", "smoke", "--problems", "mbpp", "--out", "/nonexistent"])

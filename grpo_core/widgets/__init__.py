@@ -15,11 +15,25 @@ import only torch, so tests drive them without ipywidgets or a browser. The ``*_
 functions import ipywidgets (and matplotlib) lazily; each returns a view object whose controls
 are attributes, so a test can set a control's value and read the computed output.
 
-One module per widget (``group``, ``clip``, ``kl``), the group widget's HTML/SVG in ``render``
+- :func:`step_view` -> :func:`run_explorer` (``explorer``): a recorded run, a step slider, its
+  curves with a cursor, that step's groups from ``samples.jsonl`` and ``diagnose``'s findings
+  at that step (notebook 11);
+- :func:`token_logprob_change` -> :func:`token_change_html` (``tokens``): after one update,
+  each completion's tokens coloured by how much their log-probability moved (notebook 02).
+
+One module per widget (``group``, ``clip``, ``kl``, ``explorer``, ``tokens``), the group widget's HTML/SVG in ``render``
 and what the views share in ``_base``; every name is importable from ``grpo_core.widgets``.
 """
 
 from grpo_core.widgets.clip import ClipCurves, clip_curves, clip_widget, plot_clip_curves
+from grpo_core.widgets.explorer import (
+    NO_SAMPLES_MESSAGE,
+    RunExplorerView,
+    StepView,
+    run_explorer,
+    step_view,
+    step_view_html,
+)
 from grpo_core.widgets.group import (
     NO_SIGNAL_MESSAGE,
     PRESET_NAMES,
@@ -33,10 +47,21 @@ from grpo_core.widgets.group import (
 )
 from grpo_core.widgets.kl import KLCurves, kl_curves, kl_widget, plot_kl_curves
 from grpo_core.widgets.render import group_summary_html
+from grpo_core.widgets.tokens import (
+    TokenChangeRow,
+    token_change_html,
+    token_change_summary,
+    token_logprob_change,
+)
 
 __all__ = [
     "NO_SIGNAL_MESSAGE", "PRESET_NAMES", "STD_CONVENTIONS", "ClipCurves", "GroupSummary",
     "GroupVariationView", "KLCurves", "clip_curves", "clip_widget", "group_summary",
     "group_summary_html", "group_variation_widget", "kl_curves", "kl_widget", "parse_rewards",
     "plot_clip_curves", "plot_kl_curves", "preset_rewards",
+    # the run explorer (notebook 11)
+    "NO_SAMPLES_MESSAGE", "RunExplorerView", "StepView", "run_explorer", "step_view",
+    "step_view_html",
+    # the token view (notebook 02)
+    "TokenChangeRow", "token_change_html", "token_change_summary", "token_logprob_change",
 ]

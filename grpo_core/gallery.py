@@ -1,0 +1,127 @@
+"""The gallery of real failures (notebook 11): for each symptom ``diagnose`` checks, a short
+recorded run of the course's own loop that shows it, the command that recorded it, what was
+changed to cause it, the fix, and a run with the fix beside it.
+
+Data only, no I/O: :data:`GALLERY` names runs in ``data/runs/`` (``grpo_core.run_files``
+reads them); a run that has not been recorded yet is simply absent, and the readers say so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CODE_CPU = "--profile cpu --micro-batch-size 4 --no-checkpoint"
+LENGTH_CPU = "--profile cpu --no-checkpoint"
+
+
+@dataclass(frozen=True)
+class GalleryRun:
+    """One failure, recorded.
+
+    Attributes:
+        symptom: the ``grpo_core.diagnosis.SYMPTOMS`` key the run shows.
+        run: its folder name in ``data/runs/``.
+        command: the command line that records it (``--out data/runs/<run>`` added).
+        changed: what was changed, against the healthy run, to cause it.
+        fix: what the fix does.
+        fixed_run: a recorded run with the fix (or the healthy setting), or None.
+        also: other symptoms the run may show as well, without being wrong (a code run's
+            completions hit the 64-token budget; a collapsed policy writes the same completion
+            for the whole group, so its groups give no signal; a KL run collapses too).
+    """
+
+    symptom: str
+    run: str
+    command: str
+    changed: str
+    fix: str
+    fixed_run: str | None = None
+    also: tuple[str, ...] = ()
+
+    @property
+    def full_command(self) -> str:
+        """``command`` with its ``--out``."""
+        return f"{self.command} --out data/runs/{self.run}"
+
+
+GALLERY: tuple[GalleryRun, ...] = (
+    GalleryRun(
+        symptom="no signal",
+        run="gallery-no-signal-cpu",
+        command=f"python -m grpo_core mbpp --problems mbpp {CODE_CPU} --steps 8 --eval-every 0",
+        changed="experiment 2 on real MBPP (train split) instead of the course's problems: "
+                "SmolLM2-135M passes almost no MBPP assert, so whole groups score 0",
+        fix="a task at the edge of the model's ability (the course's own problems, "
+            "notebook 08), a larger k, or partial credit",
+        fixed_run="exp2-mbpp-k8-cpu",
+        also=("truncation",),
+    ),
+    GalleryRun(
+        symptom="truncation",
+        run="exp2-mbpp-k8-cpu",
+        command=f"python -m grpo_core mbpp --k 8 {CODE_CPU} --steps 12",
+        changed="nothing: 64 new tokens are too few for the base model's code, which keeps "
+                "going after the function",
+        fix="a larger max_new_tokens, or a prompt that asks for the function alone",
+    ),
+    GalleryRun(
+        symptom="length gaming",
+        run="gallery-length-gaming-cpu",
+        command=f"python -m grpo_core length --reward detail --max-new-tokens 256 {LENGTH_CPU} "
+                "--steps 10",
+        changed="experiment 1's prompts with detail_reward, a tenth of a point per distinct "
+                "word (a judge that likes detailed answers), and room to grow: 256 new tokens "
+                "(at 160 the base model's answers already average 134 tokens, half of them cut)",
+        fix="a reward that says what it wants (experiment 1's -|len - 20| asks for 20 "
+            "characters), or one normalized by length",
+        fixed_run="exp1-length-cpu",
+        also=("truncation",),
+    ),
+    GalleryRun(
+        symptom="hacking",
+        run="exp3-hacking-cpu",
+        command=f"python -m grpo_core hacking {CODE_CPU}",
+        changed="a proxy that pays for code it never runs (long_function_reward), with the "
+                "unit tests logged beside it on held-out problems",
+        fix="a reward that checks the task itself (notebook 09); the milder proxy "
+            "defines_function is not gamed",
+        fixed_run="exp3-defines-function-cpu",
+        also=("truncation",),
+    ),
+    GalleryRun(
+        symptom="collapse",
+        run="gallery-collapse-cpu",
+        command=f"python -m grpo_core length --lr 2e-4 {LENGTH_CPU} --steps 12",
+        changed="experiment 1 with a learning rate 10 times too high (2e-4 instead of 2e-5)",
+        fix="the course's learning rate (2e-5), a KL penalty (beta > 0) or a higher "
+            "temperature; stop earlier",
+        fixed_run="exp1-length-cpu",
+        also=("truncation", "no signal"),  # identical completions: equal rewards
+    ),
+    GalleryRun(
+        symptom="KL blow-up",
+        run="exp1-beta-0.04-cpu",
+        command=f"python -m grpo_core length --beta 0.04 {LENGTH_CPU}",
+        changed="experiment 1 with a KL penalty, beta = 0.04 (TRL's former default), at the "
+                "course's learning rate: the reward drives the completions down to a few "
+                "tokens the reference finds unlikely, and the per-token KL passes 1",
+        fix="a larger beta (1.0) holds the policy near the reference, at the price of a "
+            "slower reward; or fewer steps, a lower learning rate",
+        fixed_run="gallery-kl-beta-1-cpu",
+        also=("collapse", "no signal", "truncation"),
+    ),
+)
+
+# the fixed runs that no other experiment records (the others: notebooks 07 to 09)
+FIXED_RUN_COMMANDS: dict[str, str] = {
+    "gallery-kl-beta-1-cpu": f"python -m grpo_core length --beta 1.0 {LENGTH_CPU} --steps 12 "
+                             "--out data/runs/gallery-kl-beta-1-cpu",
+}
+
+
+def gallery_entry(symptom: str) -> GalleryRun:
+    """The gallery's run for ``symptom`` (a ``SYMPTOMS`` key)."""
+    for entry in GALLERY:
+        if entry.symptom == symptom:
+            return entry
+    raise KeyError(f"no gallery run for {symptom!r}; symptoms: {[e.symptom for e in GALLERY]}")
