@@ -311,8 +311,9 @@ show_failure("collapse")
 # the course's own learning rate: the reward drives the completions down to a few tokens that
 # the reference finds unlikely, and `kl` runs away within about ten steps. (rasbt's
 # *reasoning from scratch*, §7.5, shows the same on Qwen3-0.6B with a KL on summed log-probs:
-# MATH-500 accuracy from 40.8 % to 0.0 % by step 100.) Beside it, β = 1.0: the penalty is
-# strong enough to hold the policy near the reference, and the reward moves more slowly.
+# MATH-500 accuracy from 40.8 % to 0.0 % by step 100.) Beside it, β = 0.2 (same seed and
+# steps, notebook 07): the penalty holds `kl` near 0.1-0.2 per token, and the reward moves more
+# slowly (the completions stay longer than the target).
 
 # %%
 show_failure("KL blow-up")

@@ -1132,7 +1132,7 @@ def test_the_gallerys_commands_parse_into_the_change_they_describe():
     assert config_overrides(parsed(gallery_entry("collapse")))["learning_rate"] == 2e-4
     kl = config_overrides(parsed(gallery_entry("KL blow-up")))
     assert kl["beta"] == 0.04 and "learning_rate" not in kl  # the course's learning rate
-    fixed = config_overrides(parse_args(FIXED_RUN_COMMANDS["gallery-kl-beta-1-cpu"].split()[3:]))
+    fixed = config_overrides(parse_args(FIXED_RUN_COMMANDS["exp1-beta-0.2-cpu"].split()[3:]))
     assert fixed["beta"] > kl["beta"] and "learning_rate" not in fixed
 
 
