@@ -470,43 +470,43 @@ print(f"\nbest completion rose in {int((rounds['best change'] > 0).sum())} of {l
 # %% [markdown]
 # ## Exercises
 #
-# **1.** Eq. (2.3) by hand: add up the token log-probs of the group's *second* completion
-# (only its real tokens, `rollout.lengths[1]` of them) and check against `sequence_logprob`.
+# Each check prints *not attempted yet* while your line still holds `...`, a hint when the
+# answer is off, and *correct* when it is right. Worked solutions: `solutions/exercises.py`
+# (try first).
+#
+# **1.** Eq. (2.3) in code: write `my_sequence_logprob`, one log-probability per completion
+# from the `[B, T]` token log-probs, counting only each completion's own tokens. The check runs
+# it on a batch of unequal lengths against `sequence_logprob`.
 
 # %%
-n_tokens = int(rollout.lengths[1])
-my_seq_logp = token_logp[1, :n_tokens].sum().item()  # your answer here
+from grpo_core.exercises import check
 
-assert abs(my_seq_logp - seq_logp[1].item()) < 1e-3, seq_logp[1].item()
-print(f"correct: {my_seq_logp:.3f}")
+
+def my_sequence_logprob(token_logps, mask):
+    return ...  # your code here: [B, T] -> [B]
+
+
+check("02.sequence_logprob", my_sequence_logprob)
 
 # %% [markdown]
 # **2.** A group of four completions gets rewards (−3, −10, −1, −30). Write the lecture's
-# advantage line for them and check against `group_advantages`. Which completion is pushed up
-# the hardest?
+# advantage line for them. Which completion (0–3) is pushed up the hardest?
 
 # %%
 my_rewards = torch.tensor([-3.0, -10.0, -1.0, -30.0])
-my_advantages = (my_rewards - my_rewards.mean()) / (my_rewards.std() + 1e-4)  # your line here
-my_hardest_up = 2  # your answer here (0-3)
+my_advantages = ...  # your line here
+my_hardest_up = ...  # your answer here (0-3)
 
-assert torch.allclose(my_advantages, group_advantages(my_rewards, 4))
-assert my_hardest_up == int(group_advantages(my_rewards, 4).argmax())
-print(f"correct: advantages {my_advantages.numpy().round(3)}")
+check("02.advantage_line", (my_advantages, my_hardest_up))
 
 # %% [markdown]
 # **3.** Why does a positive advantage raise log π? The loss is −(1/k) Σ Aᵢ sᵢ with
-# sᵢ = log π(yᵢ ∣ x). Write ∂loss/∂sᵢ as a formula in Aᵢ and k, and check it with autograd on
-# the same four advantages. A gradient *descent* step moves sᵢ by −lr · ∂loss/∂sᵢ.
+# sᵢ = log π(yᵢ ∣ x). Write ∂loss/∂sᵢ as a formula in Aᵢ and k; the check compares it with
+# autograd. A gradient *descent* step moves sᵢ by −lr · ∂loss/∂sᵢ.
 
 # %%
 def my_dloss_ds(advantages, k):
-    return -advantages / k  # your formula here
+    return ...  # your formula here
 
 
-s = torch.zeros(4, requires_grad=True)
-adv = group_advantages(my_rewards, 4)
-(-(adv * s).mean()).backward()
-assert torch.allclose(s.grad, my_dloss_ds(adv, 4)), s.grad
-print(f"correct: ∂loss/∂s = {s.grad.numpy().round(3)}; descent moves s by "
-      f"{(-s.grad).numpy().round(3)} × lr: up where A > 0, down where A < 0")
+check("02.dloss_dseq_logp", my_dloss_ds)

@@ -490,43 +490,51 @@ print(f"update     {update_s:6.1f} s  ({update_s / total:.0%})")
 # %% [markdown]
 # ## Exercises
 #
+# Each check prints *not attempted yet* while your line still holds `...`, a hint when the
+# answer is off, and *correct* when it is right. Worked solutions: `solutions/exercises.py`
+# (try first).
+#
 # **1.** With A = +1 and ε = 0.2, what is the per-token loss (4.2) of a token whose ratio is
 # 1.3? And with A = −1?
 
 # %%
-my_loss_positive = -1.2  # your answer here: -min(1.3 * 1, clip(1.3) * 1)
-my_loss_negative = 1.3  # your answer here: -min(1.3 * -1, clip(1.3) * -1)
+from grpo_core.exercises import check
 
-log_ratio = torch.tensor([[1.3]]).log()
-for a, mine in ((1.0, my_loss_positive), (-1.0, my_loss_negative)):
-    expected = clipped_surrogate(log_ratio, torch.zeros(1, 1), torch.tensor([a]), epsilon=0.2).item()
-    assert abs(mine - expected) < 1e-5, (a, expected)
-print("correct: with A > 0 the clip caps the gain at 1.2; with A < 0 nothing is clipped above 1")
+my_loss_positive = ...  # your answer here
+my_loss_negative = ...  # your answer here
+
+check("04.clip_by_hand", (my_loss_positive, my_loss_negative))
 
 # %% [markdown]
 # **2.** With A < 0, ε = 0.2 and ε_high = 0.28, below which ratio is the gradient exactly zero?
-# Check against the zero-gradient region that `clip_curves` finds.
+# The check compares with the zero-gradient region that `clip_curves` finds.
 
 # %%
-my_threshold = 0.8  # your answer here
+my_threshold = ...  # your answer here
 
-curves = clip_curves(epsilon=0.2, epsilon_high=0.28, ratio_range=(0.5, 1.5), advantage=-1.0,
-                     points=1001)
-(start_, end_), = curves.zero_regions
-assert start_ == 0.5 and abs(end_ - my_threshold) < 2e-3, curves.zero_regions
-print(f"correct: zero gradient for ratio < {my_threshold} (ε_high only matters when A > 0)")
+check("04.zero_gradient_threshold", my_threshold)
 
 # %% [markdown]
 # **3.** A token has log-prob −1.0 under the policy and −1.5 under the reference. Compute its
-# k3 (4.3) by hand, and say whether k1 for the same token is positive or negative.
+# k3 (4.3) by hand, and say whether k1 for the same token is positive (+1) or negative (−1).
 
 # %%
 import math
 
-my_k3 = math.exp(-0.5) + 0.5 - 1  # your answer here
-my_k1_sign = +1  # +1 or -1
+my_k3 = ...  # your answer here
+my_k1_sign = ...  # +1 or -1
 
-expected = kl_k3(torch.tensor([[-1.0]]), torch.tensor([[-1.5]])).item()
-assert abs(my_k3 - expected) < 1e-6, expected
-assert my_k1_sign == (1 if (-1.0) - (-1.5) > 0 else -1)
-print(f"correct: k3 = {expected:.4f}, k1 = +0.5")
+check("04.k3_by_hand", (my_k3, my_k1_sign))
+
+# %% [markdown]
+# **4.** The lecture's second box in your own lines: write `my_clipped_surrogate`, the
+# per-token loss (4.2) `[B, T]` from the current and old token log-probs `[B, T]`, the
+# advantages `[B]` and ε. The check runs it on a reused batch whose ratios leave the band on
+# both sides, with advantages of both signs, against `clipped_surrogate`.
+
+# %%
+def my_clipped_surrogate(token_logps, old_token_logps, advantages, epsilon):
+    return ...  # your code here
+
+
+check("04.clipped_surrogate", my_clipped_surrogate)

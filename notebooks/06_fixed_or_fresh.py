@@ -392,18 +392,19 @@ del dpo_model, grpo_model, result
 # %% [markdown]
 # ## Exercises
 #
+# Each check prints *not attempted yet* while your line still holds `...`, a hint when the
+# answer is off, and *correct* when it is right. Worked solutions: `solutions/exercises.py`
+# (try first).
+#
 # **1.** At the start of DPO the policy *is* the reference, so every log-ratio in eq. (6.1) is
-# 0. What is the loss then, whatever the pairs? Check with `dpo_loss`.
+# 0. What is the loss then, whatever the pairs?
 
 # %%
-import math
+from grpo_core.exercises import check
 
-my_start_loss = math.log(2)  # your answer here
+my_start_loss = ...  # your answer here
 
-start_logps = torch.tensor([-12.0, -40.0, -7.5])
-loss, _ = dpo_loss(start_logps, start_logps - 3, start_logps, start_logps - 3)
-assert abs(loss.item() - my_start_loss) < 1e-6, loss.item()
-print(f"correct: -log σ(0) = log 2 = {loss.item():.4f}")
+check("06.dpo_start_loss", my_start_loss)
 
 # %% [markdown]
 # **2.** A group of four completions has rewards (−5, −5, −5, −5), another (−40, −3, −12, −3).
@@ -411,26 +412,19 @@ print(f"correct: -log σ(0) = log 2 = {loss.item():.4f}")
 # preferred completion of the pair it makes?
 
 # %%
-my_number_of_pairs = 1  # your answer here
-my_preferred_row = 5  # your answer here
+my_number_of_pairs = ...  # your answer here
+my_preferred_row = ...  # your answer here
 
-chosen_rows, rejected_rows = preference_pairs([-5, -5, -5, -5, -40, -3, -12, -3], group_size=4)
-assert my_number_of_pairs == len(chosen_rows), "a group whose rewards all tie states no preference"
-assert my_preferred_row == int(chosen_rows[0]), "ties for best go to the first one"
-print(f"correct: pairs {list(zip(chosen_rows.tolist(), rejected_rows.tolist(), strict=True))}")
+check("06.preference_pairs", (my_number_of_pairs, my_preferred_row))
 
 # %% [markdown]
-# **3.** In the toy, the DPO loss keeps falling as μ moves below 20. Check it: compute the
-# loss on the toy's fixed pairs at μ = 20 and at μ = 0, and fill in which is lower.
+# **3.** Eq. (6.1) in your own lines: write `my_dpo_loss` from the `[N]` sequence log-probs of
+# the chosen and rejected completions under the policy and the reference, and β; it returns
+# the loss averaged over pairs. The check compares it with `dpo_loss` at two values of β.
 
 # %%
-def toy_dpo_loss(mu):
-    logps = length_logps(torch.tensor(float(mu)))
-    return dpo_loss(logps[y_w], logps[y_l], ref[y_w], ref[y_l], beta=0.1)[0].item()
+def my_dpo_loss(chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps, beta):
+    return ...  # your code here: a scalar
 
 
-my_lower = 0  # your answer here: 20 or 0
-
-assert my_lower == min((20, 0), key=toy_dpo_loss), (toy_dpo_loss(20), toy_dpo_loss(0))
-print(f"correct: loss {toy_dpo_loss(20):.3f} at μ = 20, {toy_dpo_loss(0):.3f} at μ = 0: "
-      "the pairs prefer a policy the reward likes less")
+check("06.dpo_loss", my_dpo_loss)

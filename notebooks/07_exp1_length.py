@@ -253,38 +253,37 @@ else:
 # %% [markdown]
 # ## Exercises
 #
+# Each check prints *not attempted yet* while your line still holds `...`, a hint when the
+# answer is off, and *correct* when it is right. Worked solutions: `solutions/exercises.py`
+# (try first).
+#
 # 1. Without running the model: what reward does `length_reward` give the completion
 #    `"Hello there, friend!"`, and what does it give a completion of 35 characters?
 
 # %%
-my_answers = [0.0, -15.0]  # your two numbers here
+from grpo_core.exercises import check
 
-assert my_answers == length_reward(["Hello there, friend!", "x" * 35]), "count the characters"
-print("correct")
+my_answers = ...  # your answer here: a list of two numbers
+
+check("07.length_rewards", my_answers)
 
 # %% [markdown]
 # 2. A group of four completions has lengths 12, 19, 26 and 60 characters. Which one (0-3)
-#    gets the largest advantage, and is any other advantage positive?
+#    gets the largest advantage, and is any other advantage positive (True/False)?
 
 # %%
-my_best, my_other_positive = 1, True  # your answers here
+my_best = ...  # your answer here
+my_other_positive = ...  # your answer here
 
-advantages = group_advantages(length_reward(["x" * n for n in (12, 19, 26, 60)]), group_size=4)
-assert my_best == int(advantages.argmax()), "the largest advantage goes to the highest reward"
-assert my_other_positive == bool((advantages > 0).sum() > 1), "compare each reward with the mean"
-print(f"correct: advantages {[round(a, 2) for a in advantages.tolist()]}")
+check("07.best_in_group", (my_best, my_other_positive))
 
 # %% [markdown]
-# 3. With the inverted reward, `abs(len - 20)` (no minus), which completion of the same group
-#    gets the largest advantage? Write the inverted reward as a function and check.
+# 3. The inverted reward, `abs(len - 20)` (no minus): write it as a reward function with TRL's
+#    signature. Which completion of the group above would it push up hardest?
 
 # %%
 def inverted_length_reward(completions, **kwargs):
-    return [abs(len(c) - 20) for c in completions]  # your function here
+    return ...  # your code here: one number per completion
 
 
-group = ["x" * n for n in (12, 19, 26, 60)]
-advantages = group_advantages(inverted_length_reward(group), group_size=4)
-assert inverted_length_reward(group) == [-r for r in length_reward(group)]
-assert int(advantages.argmax()) == 3, "the inverted reward pays the longest completion most"
-print("correct: with the sign flipped, the longest completion is pushed up hardest")
+check("07.inverted_reward", inverted_length_reward)
