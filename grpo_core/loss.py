@@ -77,7 +77,10 @@ def kl_k3(token_logps: Tensor, ref_token_logps: Tensor) -> Tensor:
     """Per-token k3 estimate of KL(pi || pi_ref): ``exp(d) - d - 1``, ``d = ref - logp`` (notebook 04, eq. (4.3)).
 
     Always >= 0, and exactly 0 where the policy equals the reference. Its expectation under
-    the policy is the true KL; it is the estimator TRL uses.
+    the policy is the true KL (an unbiased estimate of the *value*); it is the estimator TRL
+    uses. Its gradient as a loss is not the KL's gradient: on sampled tokens its mean is the
+    gradient of KL(pi_ref || pi). ``grpo_loss`` multiplies it by the ratio, as TRL does, which
+    makes the gradient that of KL(pi || pi_ref), on-policy too (notebook 04).
 
     Args:
         token_logps: ``[B, T]`` float, the policy's log-probs (with gradient).

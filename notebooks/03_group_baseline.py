@@ -392,6 +392,16 @@ model.zero_grad(set_to_none=True)
 # estimator has its minimum). Once the policy has moved, a group with A = 0 still
 # produces a gradient through β·KL: it pulls the policy back towards the reference, and that
 # is all it does. No reward signal comes from such a group.
+#
+# The size of (d)'s KL is worth a word, because it is not what a training run looks like (the
+# β > 0 runs of notebook 07 log a few hundredths per token). Two things make it large here.
+# First, AdamW's first steps (eq. (3.3)) move *every* weight by about η in the direction of its
+# gradient's sign, however small the gradient (m̂/√v̂ ≈ ±1): (b) moved all 135 M weights at
+# once, a far larger change than SGD at the same η. Second, k3 = e^{−x} + x − 1 grows
+# exponentially where the policy *lowered* a sampled token's probability (x < 0): one token
+# whose log-prob fell by 5 nats contributes e⁵ − 6 ≈ 142, so the mean per token is dominated by
+# a few such tokens. The number says the optimizer steps above moved the policy a long way on
+# this rollout's tokens; read it as a value of the k3 estimator, not as a typical KL.
 
 # %% [markdown]
 # ## 5. What GRPO drops: the critic

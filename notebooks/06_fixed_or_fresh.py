@@ -91,10 +91,15 @@ pd.set_option("display.max_colwidth", 60)
 # |---|---|
 # | y_w, y_l | the preferred ("winner") and the other ("loser") completion of a pair |
 # | π_ref | the frozen reference, usually the model before training; with fixed pairs its log-probs are computed once |
-# | β | DPO's strength: how far the implicit reward β·log(π_θ/π_ref) may move the policy |
+# | β | the weight of DPO's implicit KL to π_ref: a **larger** β keeps the policy **closer** to the reference, a smaller one lets it move further (the implicit reward is β·log(π_θ/π_ref)) |
 # | σ | the logistic function |
 # | yᵢ ~ π_θ | completions sampled from the current policy, at this step |
 # | r, Aᵢ | the reward and the group advantage, as in notebooks 02–03 |
+#
+# Eq. (6.2) is the lecture's box: a sum over each completion's tokens. The toy below runs it as
+# written (`policy_gradient_loss`); the small GRPO run of the real model further down uses
+# `loss_type="grpo"`, each completion's token mean, as every training run does (notebook 02,
+# section 7: the two differ by 1/|yᵢ| per completion).
 #
 # | | DPO on fixed pairs | GRPO on fresh samples |
 # |---|---|---|
@@ -193,9 +198,18 @@ for step in range(1, 301):
 #   short, and the reward ranks them below the ones near 20. The signal is about the current
 #   samples, so it changes as the policy changes.
 #
-# In practice DPO's overshoot is held back by β (and by stopping early), and fixed pairs are
-# often refreshed: sample the current model again, score, pair, train (iterative or "online"
-# DPO). That is a step towards GRPO's fresh samples.
+# Does β hold the overshoot back? Less than one might hope, with pairs like these. Here the
+# preferred completion of a pair is the group's best and the other its worst, so it wins every
+# time: a deterministic preference. Then −log σ(β·margin) keeps falling as the margin grows,
+# its minimum lies at an infinite margin whatever β is, and β sets only how fast the gradient
+# fades, not where the policy stops. Azar et al. (2023, "A General Theoretical Paradigm to
+# Understand Learning from Human Preferences") show that with deterministic preferences DPO's
+# KL regularisation toward π_ref is in effect ignored, and propose IPO, which fits the margin
+# to a finite target, 1/(2β), instead. With noisy preferences (people who disagree, a sigmoid
+# of a reward gap) a larger β does keep DPO closer to the reference. What stops the overshoot
+# here in practice is stopping early, an IPO-style loss, or refreshing the pairs: sample the
+# current model again, score, pair, train (iterative or "online" DPO). That is a step towards
+# GRPO's fresh samples.
 
 # %% [markdown]
 # ## 3. A small run of each on the real model

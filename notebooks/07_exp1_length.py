@@ -163,7 +163,7 @@ before = show_samples(model, "before training")
 #
 # | setting | value | why |
 # |---|---|---|
-# | `loss_type` | `"grpo"` | the lecture's: each completion's log-prob averaged over its tokens, then over completions |
+# | `loss_type` | `"grpo"` | the GRPO paper's: each completion's token log-probs averaged over its tokens, then over completions. The lecture's box *sums* the tokens instead; the gradients differ by 1/\|oᵢ\| per completion, up to about 13× across this experiment's 5–64-token completions (notebook 02, section 7). TRL's default is `"dapo"` |
 # | `beta` | 0 | no KL penalty, so no reference model is loaded (notebook 04) |
 # | `num_iterations` | 1 | one update per rollout: the ratio is 1 and the clip never fires |
 # | sizes, steps, learning rate | from the profile | `cpu`: 2 prompts x 8, 64 new tokens, 30 steps, 2e-5 |
@@ -199,14 +199,23 @@ print(f"mean |len - 20|: {before:.1f} -> {after:.1f} characters")
 # Look at *what* it writes, not only how long. Nothing in the reward asks for an answer to
 # the question, so nothing keeps one: the model has learned exactly the number it was given.
 # Run much longer and every completion, whatever the prompt, tends to become the same short
-# phrase: the reward is satisfied and the model is useless. That is **collapse**, and the
-# entropy and `frac_reward_zero_std` curves show it coming (notebook 11).
+# phrase: the reward is satisfied and the model is useless. That is **collapse**. The curves
+# that show it are the entropy falling toward 0 and `frac_reward_zero_std` rising toward 1
+# (every completion of a group the same, so every reward ties); `diagnose` reads both
+# (notebook 11). They show it once it is under way, not long before: in the 30-step run
+# recorded at the end of this notebook `frac_reward_zero_std` is 0.0 at every step (the
+# lengths still differ within every group, so no rewards tie), and the entropy first *rises*
+# as the model leaves its usual answers and falls only over the last steps. The recorded run's
+# cell prints both.
 
 # %% [markdown]
 # ## The sign flip: GRPO optimizes exactly the number you return
 #
 # Now give the trained model the reward with its sign flipped, $+|\mathrm{len}(y) - 20|$, the
-# bug a famous example shipped with. Nothing else changes. Within a few steps the length
+# bug TRL's own `GRPOTrainer` quick-start example once shipped with: its `reward_len` returned
+# `abs(20 - len(completion))`, which pays completions for being *far* from 20 characters
+# ([huggingface/trl#2771](https://github.com/huggingface/trl/issues/2771), fixed in the docs by
+# [#2777](https://github.com/huggingface/trl/pull/2777)). Nothing else changes. Within a few steps the length
 # turns around and climbs towards the `max_new_tokens` budget: the optimizer does not know what
 # you *meant*, only which completions in each group scored higher.
 
@@ -245,6 +254,11 @@ if (recorded_dir / "metrics.jsonl").exists():
     distance = [-r["rewards/length_reward/mean"] for r in recorded]
     print(f"{len(recorded)} steps; mean |len - 20| over the first 5 steps "
           f"{sum(distance[:5]) / 5:.1f}, over the last 5 {sum(distance[-5:]) / 5:.1f} characters")
+    entropy = [r["entropy"] for r in recorded]
+    zero_std = [r["frac_reward_zero_std"] for r in recorded]
+    print(f"entropy: step 1 {entropy[0]:.2f}, highest {max(entropy):.2f} (step "
+          f"{entropy.index(max(entropy)) + 1}), mean over the last 5 steps "
+          f"{sum(entropy[-5:]) / 5:.2f}; frac_reward_zero_std: largest {max(zero_std):.2f}")
     display(Image(figure_png(plot_metrics(recorded, title="recorded cpu run",
                                           targets={"completions/mean_chars": 20}))))
 else:
