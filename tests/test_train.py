@@ -425,3 +425,12 @@ def test_hacking_proxy_option_picks_the_reward_and_is_refused_elsewhere(capsys):
     with pytest.raises(SystemExit, match="^2$"):  # argparse's usage error: not one of the choices
         main(["hacking", "--profile", "smoke", "--proxy", "tests_pass", "--out", "/nonexistent"])
     assert "invalid choice: 'tests_pass'" in capsys.readouterr().err
+
+
+def test_beta_on_the_command_line_reaches_the_train_config():
+    # the beta runs of notebook 07: python -m grpo_core length --beta 0.04 ...
+    from grpo_core.cli import config_overrides, parse_args
+
+    args = parse_args(["length", "--profile", "cpu", "--beta", "0.04", "--seed", "0"])
+    assert config_overrides(args) == {"beta": 0.04, "seed": 0}
+    assert "beta" not in config_overrides(parse_args(["length"]))
