@@ -517,7 +517,8 @@ print(inspect.getsource(token_weights))
 
 # %% [markdown]
 # On this notebook's real batch (the group of section 4, its real mask and advantages), the
-# weights, checked against autograd through `grpo_loss` itself for the four `loss_type`s:
+# weights, checked against autograd through `grpo_loss` itself for the four `loss_type`s
+# (`bnpo` and `dapo` coincide here: one micro-batch is the whole generation batch):
 
 # %%
 lengths_i = comp_mask.sum(dim=1)
