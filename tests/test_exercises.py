@@ -26,9 +26,10 @@ from solutions.exercises import SOLUTIONS  # noqa: E402
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
 
 
-@pytest.fixture(scope="module")
-def tiny():
-    return make_tiny_policy()
+@pytest.fixture
+def tiny(tiny_policy):
+    """conftest's tiny random policy (a character tokenizer): 00.group_of_four's solution samples from it."""
+    return tiny_policy
 
 
 def word_tokenizer(text: str, add_special_tokens: bool = True) -> dict[str, list[int]]:
