@@ -19,7 +19,6 @@ from grpo_core.exercises import CORRECT, EXERCISES, NOT_ATTEMPTED, WRONG, check,
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the solutions live at the top of the repository, not in the package
 
-from conftest import make_tiny_policy  # noqa: E402
 
 from solutions.exercises import SOLUTIONS  # noqa: E402
 
