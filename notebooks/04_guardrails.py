@@ -216,7 +216,8 @@ assert on_policy_ratio.eq(1.0).all() and metrics["clip_ratio/region_mean"] == 0.
 
 # %% [markdown]
 # The ratio is 1 for every token, so clip(ρ) = ρ and the min picks either term: at the first
-# step the clip does nothing, and the loss is the lecture's one-step loss per token.
+# step the clip does nothing, and the loss is the lecture's one-step loss, its tokens averaged
+# per completion (`loss_type="grpo"`) instead of summed (notebook 02, section 7).
 #
 # ## 4. Reuse one rollout for 4 updates
 #

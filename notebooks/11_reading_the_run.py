@@ -60,7 +60,7 @@ else:
 # ## 1. The loss is not the curve to read
 #
 # In supervised training you watch the loss go down. In GRPO with one update per rollout
-# (the lecture's setting: `num_iterations = 1`, `loss_type="grpo"`, β = 0) the logged loss is
+# (the course's runs: `num_iterations = 1`, `loss_type="grpo"`, β = 0) the logged loss is
 # **zero at every step**, whether the run learns or not. With the ratio $\rho_{i,t} = 1$ in
 # value:
 #
