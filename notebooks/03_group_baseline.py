@@ -393,8 +393,10 @@ model.zero_grad(set_to_none=True)
 # produces a gradient through β·KL: it pulls the policy back towards the reference, and that
 # is all it does. No reward signal comes from such a group.
 #
-# The size of (d)'s KL is worth a word, because it is not what a training run looks like (the
-# β > 0 runs of notebook 07 log a few hundredths per token). Two things make it large here.
+# The size of (d)'s KL is worth a word, because it is not what two steps of a training run
+# look like: the β = 0.04 run of notebook 07 logs a few hundredths per token over its first
+# steps, and reaches 1–2 only after its completions have become ten times shorter. Two things
+# make it large here.
 # First, AdamW's first steps (eq. (3.3)) move *every* weight by about η in the direction of its
 # gradient's sign, however small the gradient (m̂/√v̂ ≈ ±1): (b) moved all 135 M weights at
 # once, a far larger change than SGD at the same η. Second, k3 = e^{−x} + x − 1 grows
