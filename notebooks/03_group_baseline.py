@@ -394,8 +394,8 @@ model.zero_grad(set_to_none=True)
 # is all it does. No reward signal comes from such a group.
 #
 # The size of (d)'s KL is worth a word, because it is not what two steps of a training run
-# look like: the β = 0.04 run of notebook 07 logs a few hundredths per token over its first
-# steps, and reaches 1–2 only after its completions have become ten times shorter. Two things
+# look like: the β = 0.04 run of notebook 07 logs about a hundredth per token over its first
+# four steps, and reaches 1–2 only after its completions have become ten times shorter. Two things
 # make it large here.
 # First, AdamW's first steps (eq. (3.3)) move *every* weight by about η in the direction of its
 # gradient's sign, however small the gradient (m̂/√v̂ ≈ ±1): (b) moved all 135 M weights at
