@@ -470,3 +470,16 @@ def test_token_weights_rejects_an_unknown_loss_type():
 
     with pytest.raises(ValueError, match="sum"):
         token_weights(_ragged_mask(), "mean")
+
+
+@pytest.mark.parametrize("loss_type", ["sum", "grpo", "bnpo", "dr_grpo", "dapo"])
+def test_token_weights_of_one_token_and_of_empty_rows(loss_type):
+    from grpo_core.loss import token_weights
+
+    one_token = torch.tensor([[1, 0]])
+    # a single completion of a single token: the whole loss is that token's (dr_grpo: / L = 2)
+    expected = 0.5 if loss_type == "dr_grpo" else 1.0
+    assert token_weights(one_token, loss_type)[0, 0].item() == pytest.approx(expected)
+    empty = torch.zeros(2, 3, dtype=torch.long)
+    weights = token_weights(empty, loss_type)
+    assert torch.equal(weights, torch.zeros(2, 3))  # never NaN, nothing to push
