@@ -28,6 +28,8 @@ _EXPORTS: dict[str, str] = {
     "kl_k3": "loss",
     "grpo_loss": "loss",
     "aggregate_loss": "loss",
+    "token_weights": "loss",
+    "WEIGHTINGS": "loss",
     "clip_metrics": "loss",
     "LOSS_TYPES": "loss",
     # the signals before RL (notebook 01) and fixed preference pairs (notebook 06)

@@ -78,7 +78,7 @@ class TrainConfig:
         seed: seeds torch, the prompt choice and the sampling of every step.
         beta: KL weight; a reference model is created only when ``beta > 0``.
         num_iterations: updates per rollout (TRL's ``num_iterations``, PPO's epochs).
-        loss_type: ``grpo`` (the lecture's: each sequence's token mean), ``bnpo``,
+        loss_type: ``grpo`` (the GRPO paper's: each sequence's token mean), ``bnpo``,
             ``dr_grpo`` or ``dapo`` (TRL's default).
         scale: advantage scaling, ``group``, ``batch`` or ``none``.
         epsilon, epsilon_high: the clip band ``[1 - epsilon, 1 + epsilon_high]``.

@@ -18,6 +18,8 @@ from torch import Tensor
 from grpo_core.logprobs import sequence_logprob
 
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
+# the lecture's box, -(advantages * seq_logp).mean() with seq_logp a sum over tokens, beside them
+WEIGHTINGS = ("sum", *LOSS_TYPES)
 
 
 def policy_gradient_loss(token_logps: Tensor, mask: Tensor, advantages: Tensor) -> Tensor:
@@ -75,7 +77,10 @@ def kl_k3(token_logps: Tensor, ref_token_logps: Tensor) -> Tensor:
     """Per-token k3 estimate of KL(pi || pi_ref): ``exp(d) - d - 1``, ``d = ref - logp`` (notebook 04, eq. (4.3)).
 
     Always >= 0, and exactly 0 where the policy equals the reference. Its expectation under
-    the policy is the true KL; it is the estimator TRL uses.
+    the policy is the true KL (an unbiased estimate of the *value*); it is the estimator TRL
+    uses. Its gradient as a loss is not the KL's gradient: on sampled tokens its mean is the
+    gradient of KL(pi_ref || pi). ``grpo_loss`` multiplies it by the ratio, as TRL does, which
+    makes the gradient that of KL(pi || pi_ref), on-policy too (notebook 04).
 
     Args:
         token_logps: ``[B, T]`` float, the policy's log-probs (with gradient).
@@ -117,7 +122,9 @@ def grpo_loss(
     - Masked positions are filled with 0 before any arithmetic, so ``-inf``/NaN padding and
       all-masked rows never produce NaN (TRL multiplies by the mask instead; the results are the
       same whenever the padding is finite).
-    - ``loss_type`` defaults to ``"grpo"``, the lecture's; TRL 1.16's default is ``"dapo"``.
+    - ``loss_type`` defaults to ``"grpo"``, the GRPO paper's per-sequence token mean (every run
+      of the course uses it); TRL 1.16's default is ``"dapo"``. The lecture's box sums the
+      tokens instead (``policy_gradient_loss``); ``token_weights`` compares all of them.
 
     Args:
         token_logps: ``[B, T]`` float, current policy, with gradient.
@@ -208,6 +215,48 @@ def aggregate_loss(
     tokens = mask.sum() if num_items_in_batch is None else num_items_in_batch
     tokens = torch.as_tensor(tokens, dtype=per_token_loss.dtype, device=per_token_loss.device)
     return masked.sum() / tokens.clamp(min=1.0)
+
+
+def token_weights(
+    mask: Tensor,
+    loss_type: str = "grpo",
+    *,
+    max_completion_length: int | None = None,
+    num_items_in_batch: int | Tensor | None = None,
+) -> Tensor:
+    """How much each token counts in the loss: ``w`` with ``loss = sum_{i,t} w_{i,t} l_{i,t}`` (notebook 02, eq. (2.5)).
+
+    On-policy with beta = 0 the per-token loss is ``l_{i,t} = -A_i log pi(o_{i,t})`` in
+    gradient, so ``d loss / d log pi(o_{i,t}) = -A_i w_{i,t}``: the weight is how hard a unit of
+    advantage pushes that token, and ``w_{i,t}`` summed over t how hard it pushes completion i.
+
+    - ``sum``: the lecture's box, ``-(A * (logp * mask).sum(1)).mean()``: ``1/B`` per token, so
+      a completion counts in proportion to its length |o_i|;
+    - ``grpo``: ``1/(B |o_i|)``: every completion counts ``1/B`` whatever its length;
+    - ``bnpo``: ``1/N``, N the batch's completion tokens;
+    - ``dr_grpo``: ``1/(B L)``, L = ``max_completion_length`` (default T);
+    - ``dapo``: ``1/num_items_in_batch`` (default N, as ``bnpo``).
+
+    Args:
+        mask: ``[B, T]`` 0/1, the completion mask.
+        loss_type: one of ``WEIGHTINGS``; the others as in ``aggregate_loss``.
+
+    Returns:
+        ``[B, T]`` float, 0 at masked positions; ``aggregate_loss(l, mask, loss_type)`` equals
+        ``(token_weights(mask, loss_type) * l).sum()``.
+    """
+    if loss_type not in WEIGHTINGS:
+        raise ValueError(f"loss_type must be one of {WEIGHTINGS}, got {loss_type!r}")
+    mask = mask.float()
+    rows, width = mask.shape
+    if loss_type == "sum":
+        return mask / rows
+    if loss_type == "grpo":
+        return mask / (rows * mask.sum(dim=1, keepdim=True).clamp(min=1.0))
+    if loss_type == "dr_grpo":
+        return mask / (rows * (width if max_completion_length is None else max_completion_length))
+    tokens = mask.sum() if loss_type == "bnpo" or num_items_in_batch is None else num_items_in_batch
+    return mask / torch.as_tensor(tokens, dtype=mask.dtype).clamp(min=1.0)
 
 
 def clip_metrics(

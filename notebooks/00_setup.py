@@ -155,27 +155,26 @@ print(inspect.getsource(sample_group))
 # %% [markdown]
 # ## Exercises
 #
+# Each check prints *not attempted yet* while your line still holds `...`, a hint when the
+# answer is off, and *correct* when it is right. Worked solutions: `solutions/exercises.py`
+# (try first).
+#
 # 1. How many tokens does the model read before it starts writing? Count the tokens of
-#    `prompt` with the tokenizer (no special tokens added: the chat template already has
-#    them) and check your count against the rollout's prompt mask.
+#    `prompt` with the tokenizer (the chat template has already written the special tokens
+#    into it) and compare with the rollout's prompt mask.
 
 # %%
-my_answer = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])  # your count here
+from grpo_core.exercises import check
 
-assert my_answer == int(rollout.prompt_mask[0].sum()), "count the tokens of `prompt` itself"
-print(f"correct: the model reads {my_answer} prompt tokens before its first sampled token")
+my_prompt_tokens = ...  # your answer here
+
+check("00.prompt_tokens", my_prompt_tokens, tokenizer=tokenizer, prompt=prompt)
 
 # %% [markdown]
-# 2. Sample a group of 4 completions for your own prompt with `sample_group(..., group_size=4)`.
-#    The rows come back group after group; check that `rollout.completion_mask` has one row per
-#    completion and that every row's mask is ones followed by zeros.
+# 2. Sample a group of 4 completions for your own prompt with `sample_group`. The check looks
+#    at what comes back: one row per completion, and every row's mask ones followed by zeros.
 
 # %%
-rollout = sample_group(model, tokenizer, chat_prompt(tokenizer, "Name a prime number."), 4,
-                       max_new_tokens=profile.max_new_tokens, seed=1)
-mask = rollout.completion_mask
-assert mask.shape[0] == 4
-# ones then zeros: the mask never switches back on after it ends
-assert torch.all(mask[:, 1:] <= mask[:, :-1]), "a mask switched back on after it ended"
-for text in rollout.texts:
-    print(repr(text))
+my_rollout = ...  # your answer here
+
+check("00.group_of_four", my_rollout)

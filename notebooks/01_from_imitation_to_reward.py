@@ -361,38 +361,38 @@ for name, logits in (("imitation", imitator), ("RL", player)):
 # %% [markdown]
 # ## Exercises
 #
+# Each check prints *not attempted yet* while your line still holds `...`, a hint when the
+# answer is off, and *correct* when it is right. Worked solutions: `solutions/exercises.py`
+# (try first).
+#
 # **1.** The model's own attempt above had `attempt_tokens` tokens. How many numbers would
-# distillation give for it, and how many would RL? Check with `feedback_counts`.
+# distillation give for it, and how many would RL?
 
 # %%
-my_distillation_count = attempt_tokens * V  # your answer here
-my_rl_count = 1  # your answer here
+from grpo_core.exercises import check
 
-counts = feedback_counts(num_tokens=attempt_tokens, vocab_size=V)
-assert my_distillation_count == counts["distillation"], "one probability per entry per position"
-assert my_rl_count == counts["rl"], "how many rewards does one attempt get?"
-print(f"correct: {my_distillation_count:,} numbers against {my_rl_count}")
+my_distillation_count = ...  # your answer here
+my_rl_count = ...  # your answer here
+
+check("01.feedback_counts", (my_distillation_count, my_rl_count), num_tokens=attempt_tokens,
+      vocab_size=V)
 
 # %% [markdown]
 # **2.** At which teacher temperature does the teacher (the same model) give **no**
-# distillation signal at all? Check that the KL is then zero at every position.
+# distillation signal at all? The check computes `token_kl` at your temperature.
 
 # %%
-my_temperature = 1.0  # your answer here
+my_temperature = ...  # your answer here
 
-kl = token_kl(student_logits, student_logits, teacher_temperature=my_temperature)
-assert torch.allclose(kl, torch.zeros_like(kl), atol=1e-5), kl
-print("correct: a teacher identical to the student has nothing to teach, KL = 0 everywhere")
+check("01.no_signal_temperature", my_temperature)
 
 # %% [markdown]
 # **3.** In the toy "cat sat" above, compute SFT's loss at position 2 by hand (the student gave
-# "sat" probability 0.6), then check it against `token_cross_entropy`.
+# "sat" probability 0.6); the check compares with `token_cross_entropy`.
 
 # %%
 import math
 
-my_loss = -math.log(0.6)  # your answer here
+my_loss = ...  # your answer here
 
-expected = token_cross_entropy(toy_student.log(), toy_targets)[0, 1].item()
-assert abs(my_loss - expected) < 1e-5, expected
-print(f"correct: {expected:.4f}")
+check("01.sft_loss_by_hand", my_loss)

@@ -460,7 +460,9 @@ for row in token_change_summary(token_change, comp_mask, advantages):
 # gradient of eq. (2.4) is a sum over all k completions, and completions that share tokens in
 # the same context (the same opening words, say) move each other. A completion with a
 # positive advantage that opens like a long, heavily penalised one can be dragged down with
-# it: a long completion has many tokens, so its term weighs more. If a row with A > 0 fell in
+# it: under the lecture's sum, which this step ran, a long completion has many tokens, so its
+# term weighs more (under `loss_type="grpo"`, which the training runs use, every completion
+# weighs the same: section 7). If a row with A > 0 fell in
 # your run, compare its first words with those of the rows with A < 0. What the step
 # guarantees, for a small enough η, is the last line: the advantage-weighted sum of the
 # changes is positive, because that sum is the loss going down.
@@ -537,45 +539,131 @@ print(f"\nbest completion rose in {int((rounds['best change'] > 0).sum())} of {l
 # rollout is reused for several steps.
 
 # %% [markdown]
-# ## Exercises
+# ## 7. Which loss? The lecture's sum, and the mean every run uses
 #
-# **1.** Eq. (2.3) by hand: add up the token log-probs of the group's *second* completion
-# (only its real tokens, `rollout.lengths[1]` of them) and check against `sequence_logprob`.
+# The box of section 4 sums each completion's token log-probs (eq. (2.3)) and averages over
+# completions, so every token of every completion gets the same push per unit of advantage,
+# 1/k: a completion of 60 tokens counts 60 times as much as one of 1 token. That is what this
+# notebook's step ran (`policy_gradient_loss`), and the sense in which a long completion
+# "weighs more" in section 5. The training loop (notebooks 04, 07–11) and TRL instead reduce
+# a per-token loss in one of four ways, `loss_type`. Each is a weighted sum over tokens; on
+# policy with β = 0 its gradient with respect to one token's log-prob is minus the advantage
+# times that token's weight:
+#
+# $$\mathcal{L} = -\sum_{i=1}^{B}\sum_{t=1}^{|o_i|} w_{i,t}\,A_i\,\log\pi_\theta(o_{i,t}\mid x, o_{i,<t}),
+# \qquad \frac{\partial\mathcal{L}}{\partial\log\pi_\theta(o_{i,t}\mid\cdot)} = -A_i\,w_{i,t} \tag{2.5}$$
+#
+# | `loss_type` | wᵢ,ₜ (one token) | Σₜ wᵢ,ₜ (one completion) | where |
+# |---|---|---|---|
+# | `sum` | 1/B | \|oᵢ\|/B | the lecture's box; this notebook's step and notebook 06's toy |
+# | `grpo` | 1/(B·\|oᵢ\|) | 1/B | **every training run of the course** (`TrainConfig`'s default); the GRPO paper's 1/G Σᵢ 1/\|oᵢ\| Σₜ |
+# | `bnpo` | 1/N | \|oᵢ\|/N | token mean over this micro-batch |
+# | `dr_grpo` | 1/(B·L) | \|oᵢ\|/(B·L) | Dr. GRPO (Liu et al., 2025) |
+# | `dapo` | 1/N_gen | \|oᵢ\|/N_gen | DAPO (Yu et al., 2025); **TRL 1.16's default** |
+#
+# | symbol | meaning |
+# |---|---|
+# | B | completions in the batch (here k, one group) |
+# | \|oᵢ\| | completion i's number of tokens (its mask's sum) |
+# | N, N_gen | completion tokens in this micro-batch, in the whole generation batch (equal here) |
+# | L | `max_completion_length`, the token budget |
+#
+# Only two shapes are really different. The lecture's sum is Dr. GRPO's loss times the
+# constant L, and `bnpo`/`dapo` are the sum times the constant B/N of one batch: all four push
+# every token equally. `grpo` divides by each completion's own length, so a token of a short
+# completion is pushed |o_long|/|o_short| times harder than a token of a long one: up to about
+# 13× across experiment 1's 5–64-token completions. Every run uses `grpo` because it is the
+# objective of the GRPO paper (DeepSeekMath, Shao et al., 2024, eq. (3)) that the lecture's
+# name refers to, and TRL's `loss_type="grpo"` computes it exactly (notebook 10 checks it to
+# 10⁻⁶). Its known cost, which Dr. GRPO and TRL's own documentation point out: a long wrong
+# completion is penalised less per token, and a short right one is rewarded more, a bias
+# toward length that `dr_grpo` and `dapo` remove. `token_weights` gives wᵢ,ₜ for each:
 
 # %%
-n_tokens = int(rollout.lengths[1])
-my_seq_logp = token_logp[1, :n_tokens].sum().item()  # your answer here
+from grpo_core.loss import WEIGHTINGS, grpo_loss, token_weights
 
-assert abs(my_seq_logp - seq_logp[1].item()) < 1e-3, seq_logp[1].item()
-print(f"correct: {my_seq_logp:.3f}")
+print(inspect.getsource(token_weights))
+
+# %% [markdown]
+# On this notebook's real batch (the group of section 4, its real mask and advantages), the
+# weights, checked against autograd through `grpo_loss` itself for the four `loss_type`s
+# (`bnpo` and `dapo` coincide here: one micro-batch is the whole generation batch):
+
+# %%
+lengths_i = comp_mask.sum(dim=1)
+weights = {kind: token_weights(comp_mask, kind) for kind in WEIGHTINGS}
+for kind in WEIGHTINGS[1:]:
+    probe = token_logp.detach().clone().requires_grad_(True)
+    grpo_loss(probe, None, advantages, comp_mask, loss_type=kind)[0].backward()
+    assert torch.allclose(probe.grad, -advantages[:, None] * weights[kind], atol=1e-7), kind
+print("d loss / d log pi(token) = -A_i * w_it for", ", ".join(WEIGHTINGS[1:]))
+
+push = pd.DataFrame({"tokens |o_i|": lengths_i.tolist(), "advantage": advantages.tolist()})
+for kind in WEIGHTINGS:
+    # how hard one completion is pushed: its advantage times its total weight, x B for scale
+    push[f"{kind}: completion"] = (advantages * weights[kind].sum(dim=1) * k).tolist()
+print(push.round(3).to_string())
+print(f"\nlongest / shortest completion here: {int(lengths_i.max())} / {int(lengths_i.min())} "
+      f"tokens: under grpo a token of the shortest is pushed "
+      f"{(lengths_i.max() / lengths_i.min().clamp(min=1)).item():.1f}x harder than one of the "
+      "longest; under the other four, equally hard")
+
+# %%
+fig, (per_token, per_completion) = plt.subplots(1, 2, figsize=(9, 3.4))
+order = torch.argsort(lengths_i)
+for kind, marker in zip(WEIGHTINGS, "os^vD", strict=True):
+    token_weight = (weights[kind].sum(1) / lengths_i.clamp(min=1) * k)[order]
+    per_token.plot(lengths_i[order].numpy(), token_weight.numpy(), marker=marker, label=kind)
+    per_completion.plot(lengths_i[order].numpy(), (weights[kind].sum(1) * k)[order].numpy(),
+                        marker=marker, label=kind)
+per_token.set(xlabel="completion length |o_i| (tokens)", ylabel="B x w_it",
+              title="push on each token, per unit of A", yscale="log")
+per_completion.set(xlabel="completion length |o_i| (tokens)", ylabel="B x sum_t w_it",
+                   title="push on each completion, per unit of A", yscale="log")
+per_completion.legend(fontsize=8)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## Exercises
+#
+# Each check prints *not attempted yet* while your line still holds `...`, a hint when the
+# answer is off, and *correct* when it is right. Worked solutions: `solutions/exercises.py`
+# (try first).
+#
+# **1.** Eq. (2.3) in code: write `my_sequence_logprob`, one log-probability per completion
+# from the `[B, T]` token log-probs, counting only each completion's own tokens. The check runs
+# it on a batch of unequal lengths against `sequence_logprob`.
+
+# %%
+from grpo_core.exercises import check
+
+
+def my_sequence_logprob(token_logps, mask):
+    return ...  # your code here: [B, T] -> [B]
+
+
+check("02.sequence_logprob", my_sequence_logprob)
 
 # %% [markdown]
 # **2.** A group of four completions gets rewards (−3, −10, −1, −30). Write the lecture's
-# advantage line for them and check against `group_advantages`. Which completion is pushed up
-# the hardest?
+# advantage line for them. Which completion (0–3) is pushed up the hardest?
 
 # %%
 my_rewards = torch.tensor([-3.0, -10.0, -1.0, -30.0])
-my_advantages = (my_rewards - my_rewards.mean()) / (my_rewards.std() + 1e-4)  # your line here
-my_hardest_up = 2  # your answer here (0-3)
+my_advantages = ...  # your line here
+my_hardest_up = ...  # your answer here (0-3)
 
-assert torch.allclose(my_advantages, group_advantages(my_rewards, 4))
-assert my_hardest_up == int(group_advantages(my_rewards, 4).argmax())
-print(f"correct: advantages {my_advantages.numpy().round(3)}")
+check("02.advantage_line", (my_advantages, my_hardest_up))
 
 # %% [markdown]
 # **3.** Why does a positive advantage raise log π? The loss is −(1/k) Σ Aᵢ sᵢ with
-# sᵢ = log π(yᵢ ∣ x). Write ∂loss/∂sᵢ as a formula in Aᵢ and k, and check it with autograd on
-# the same four advantages. A gradient *descent* step moves sᵢ by −lr · ∂loss/∂sᵢ.
+# sᵢ = log π(yᵢ ∣ x). Write ∂loss/∂sᵢ as a formula in Aᵢ and k; the check compares it with
+# autograd. A gradient *descent* step moves sᵢ by −lr · ∂loss/∂sᵢ.
 
 # %%
 def my_dloss_ds(advantages, k):
-    return -advantages / k  # your formula here
+    return ...  # your formula here
 
 
-s = torch.zeros(4, requires_grad=True)
-adv = group_advantages(my_rewards, 4)
-(-(adv * s).mean()).backward()
-assert torch.allclose(s.grad, my_dloss_ds(adv, 4)), s.grad
-print(f"correct: ∂loss/∂s = {s.grad.numpy().round(3)}; descent moves s by "
-      f"{(-s.grad).numpy().round(3)} × lr: up where A > 0, down where A < 0")
+check("02.dloss_dseq_logp", my_dloss_ds)

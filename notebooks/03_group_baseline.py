@@ -392,6 +392,18 @@ model.zero_grad(set_to_none=True)
 # estimator has its minimum). Once the policy has moved, a group with A = 0 still
 # produces a gradient through β·KL: it pulls the policy back towards the reference, and that
 # is all it does. No reward signal comes from such a group.
+#
+# The size of (d)'s KL is worth a word, because it is not what two steps of a training run
+# look like: the β = 0.04 run of notebook 07 logs about a hundredth per token over its first
+# four steps, and reaches 1–2 only after its completions have become ten times shorter. Two things
+# make it large here.
+# First, AdamW's first steps (eq. (3.3)) move *every* weight by about η in the direction of its
+# gradient's sign, however small the gradient (m̂/√v̂ ≈ ±1): (b) moved all 135 M weights at
+# once, a far larger change than SGD at the same η. Second, k3 = e^{−x} + x − 1 grows
+# exponentially where the policy *lowered* a sampled token's probability (x < 0): one token
+# whose log-prob fell by 5 nats contributes e⁵ − 6 ≈ 142, so the mean per token is dominated by
+# a few such tokens. The number says the optimizer steps above moved the policy a long way on
+# this rollout's tokens; read it as a value of the k3 estimator, not as a typical KL.
 
 # %% [markdown]
 # ## 5. What GRPO drops: the critic
@@ -453,43 +465,59 @@ print(f"\nthe value head itself: {count(value_head)} parameters; the group mean:
 # %% [markdown]
 # ## Exercises
 #
-# **1.** Compute by hand the advantages of the group r = (1, 0, 0, 0) (N−1 std, ε = 10⁻⁴).
-# Hint: the mean is 0.25 and the N−1 std is 0.5.
+# Each check prints *not attempted yet* while your line still holds `...`, a hint when the
+# answer is off, and *correct* when it is right. Worked solutions: `solutions/exercises.py`
+# (try first).
+#
+# **1.** Compute by hand the advantages of the group r = (1, 0, 0, 0) (N−1 std, ε = 10⁻⁴):
+# a list of four numbers.
 
 # %%
-my_advantages = [(1 - 0.25) / (0.5 + 1e-4), (0 - 0.25) / (0.5 + 1e-4), (0 - 0.25) / (0.5 + 1e-4),
-                 (0 - 0.25) / (0.5 + 1e-4)]  # your answer here
+from grpo_core.exercises import check
 
-expected = group_advantages(torch.tensor([1.0, 0, 0, 0]), group_size=4)
-assert torch.allclose(torch.tensor(my_advantages), expected, atol=1e-4), expected
-print("correct:", [round(a, 4) for a in expected.tolist()])
+my_advantages = ...  # your answer here
+
+check("03.advantages_by_hand", my_advantages)
 
 # %% [markdown]
 # **2.** Find a group of four rewards that gives no learning signal although it is neither
-# "too hard" (all 0) nor "too easy" (all 2). Check it with `group_summary`.
+# "too hard" (all 0) nor "too easy" (all 2). The check runs it through `group_summary`.
 
 # %%
-my_group = [0.5, 0.5, 0.5, 0.5]  # your answer here
+my_group = ...  # your answer here
 
-summary = group_summary(my_group)
-assert my_group not in ([0, 0, 0, 0], [2, 2, 2, 2]), "find a group other than the presets"
-assert summary.no_signal, f"this group has a signal: advantages {summary.advantages}"
-print("correct:", summary.message)
+check("03.silent_group", my_group)
 
 # %% [markdown]
 # **3.** Each attempt at a task passes (reward 1) with probability p and fails (reward 0)
-# otherwise. What fraction of groups of k attempts gives no learning signal? Write the formula,
-# then check it against 20 000 simulated groups run through `group_advantages`.
+# otherwise. What fraction of groups of k attempts gives no learning signal? Write it as a
+# function; the cell after the check compares it with 20 000 simulated groups.
 
 # %%
 def my_no_signal_fraction(p, k):
-    return p**k + (1 - p) ** k  # your answer here
+    return ...  # your formula here
 
 
+check("03.no_signal_fraction", my_no_signal_fraction)
+
+# %%
 torch.manual_seed(0)
 for p, k_ in [(0.1, 4), (0.5, 4), (0.2, 8), (0.9, 2)]:
     rewards = torch.bernoulli(torch.full((20_000 * k_,), p))
     zero_groups = (group_advantages(rewards, k_).view(-1, k_) == 0).all(dim=1).float().mean().item()
-    assert abs(my_no_signal_fraction(p, k_) - zero_groups) < 0.015, (p, k_, zero_groups)
-    print(f"p = {p}, k = {k_}: formula {my_no_signal_fraction(p, k_):.3f}, simulated {zero_groups:.3f}")
-print("correct: too-hard and too-easy groups together")
+    yours = my_no_signal_fraction(p, k_)
+    print(f"p = {p}, k = {k_}: simulated {zero_groups:.3f}"
+          + ("" if yours is ... else f", your formula {yours:.3f}"))
+
+# %% [markdown]
+# **4.** Eq. (3.1) for a whole batch: write `my_group_advantages(rewards, group_size)` for
+# rewards `[B]` laid out group after group (B = groups × group_size), each group its own
+# baseline, N−1 std, ε = 10⁻⁴. The check feeds it three groups, one of them all equal, and
+# compares with `group_advantages`.
+
+# %%
+def my_group_advantages(rewards, group_size):
+    return ...  # your code here: [B] -> [B]
+
+
+check("03.group_advantages", my_group_advantages)

@@ -216,7 +216,8 @@ assert on_policy_ratio.eq(1.0).all() and metrics["clip_ratio/region_mean"] == 0.
 
 # %% [markdown]
 # The ratio is 1 for every token, so clip(ρ) = ρ and the min picks either term: at the first
-# step the clip does nothing, and the loss is the lecture's one-step loss per token.
+# step the clip does nothing, and the loss is the lecture's one-step loss, its tokens averaged
+# per completion (`loss_type="grpo"`) instead of summed (notebook 02, section 7).
 #
 # ## 4. Reuse one rollout for 4 updates
 #
@@ -274,9 +275,14 @@ figure.tight_layout()
 plt.show()
 
 # %% [markdown]
-# The clip bounds how far one reused batch can push: a token whose ratio has left the band on
-# the side its advantage pushes gets no more gradient from this batch. It does nothing about
-# where the policy goes over many batches: that is the KL penalty's job.
+# The clip bounds how hard one reused batch can push: a token whose ratio has left the band on
+# the side its advantage pushes gets no more gradient from this batch. It removes that
+# gradient; it does not hold the ratio inside the band. Read the table's ratio min and max:
+# in the committed `cpu` run they reached about 0.6 and 1.45 after 4 updates with ε = 0.2.
+# A token's probability keeps moving after its own gradient is cut, because every other
+# token's gradient moves the same shared weights, and AdamW's momentum carries each step into
+# the next. Nor does the clip do anything about where the policy goes over many batches: that
+# is the KL penalty's job.
 #
 # ## 5. The KL penalty and β
 #
@@ -296,13 +302,60 @@ plt.show()
 # | k1 = x | the plain estimator: unbiased, but negative for some tokens |
 # | k3 | unbiased too, and never negative; 0 only where π_θ = π_ref |
 # | β | the KL weight; TRL's default is 0.0 |
-# | ρ·k3 | TRL multiplies k3 by the ratio (a correction for reused rollouts); ρ = 1 on-policy |
+# | ρ·k3 | TRL multiplies k3 by the ratio (`use_bias_correction_kl=True`, its default); see below |
 #
+# Two facts about k3 that are easy to mix up. Its **value** is an unbiased estimate of the KL:
+# averaged over tokens sampled from π_θ, E[k3] = KL(π_θ ‖ π_ref). Its **gradient**, used as a
+# loss, is not the KL's gradient: on sampled tokens ∇k3 = (1 − e^{−x}) ∇ log π_θ, whose mean is
+# the gradient of the *other* KL, KL(π_ref ‖ π_θ). Multiplying by ρ = exp(log π_θ − log π_old)
+# fixes that, and it matters **on-policy too**: there ρ = 1 in value, so the KL's value is
+# unchanged, but ρ is differentiable (∇ρ = ∇ log π_θ), so ∇(ρ·k3) = (1 − e^{−x} + k3) ∇ log π_θ
+# = x ∇ log π_θ, whose mean is exactly ∇ KL(π_θ ‖ π_ref) (TRL's `use_bias_correction_kl`
+# docstring; DeepSeek-V3.2). On a toy distribution of 5 tokens, exact expectations instead of
+# samples:
 # Then `grpo_loss` aggregates ℓ over tokens and completions (`loss_type`, as TRL does).
 
 # %%
 from grpo_core.loss import kl_k3
 
+toy_logits = torch.tensor([1.0, 0.2, -0.5, 2.0, 0.0], requires_grad=True)
+toy_ref = torch.log_softmax(torch.tensor([0.5, 0.5, 0.0, 1.0, 0.3]), dim=-1)
+
+
+def expected_over_samples(per_token):
+    """E_{y ~ pi}[per_token(log pi)(y)] and its gradient as a loss: the sampling weights are constants."""
+    logp = torch.log_softmax(toy_logits, dim=-1)
+    value = (logp.exp().detach() * per_token(logp)).sum()
+    return value.item(), torch.autograd.grad(value, toy_logits)[0]
+
+
+def k3_of(logp):
+    return kl_k3(logp[None], toy_ref[None])[0]
+
+
+def rho_k3_of(logp):
+    return torch.exp(logp - logp.detach()) * k3_of(logp)  # rho = 1 in value
+
+
+logp = torch.log_softmax(toy_logits, dim=-1)
+reverse_kl = (logp.exp() * (logp - toy_ref)).sum()  # KL(pi || ref)
+forward_kl = (toy_ref.exp() * (toy_ref - logp)).sum()  # KL(ref || pi)
+reverse_grad = torch.autograd.grad(reverse_kl, toy_logits, retain_graph=True)[0]
+forward_grad = torch.autograd.grad(forward_kl, toy_logits)[0]
+k3_value, k3_grad = expected_over_samples(k3_of)
+rho_value, rho_grad = expected_over_samples(rho_k3_of)
+print(f"KL(pi || ref) = {reverse_kl.item():.4f};  E[k3] = {k3_value:.4f};  E[rho k3] = {rho_value:.4f}")
+print(f"grad KL(pi || ref) {reverse_grad.numpy().round(4)}")
+print(f"E[grad rho k3]     {rho_grad.numpy().round(4)}  <- the same")
+print(f"E[grad k3]         {k3_grad.numpy().round(4)}")
+print(f"grad KL(ref || pi) {forward_grad.numpy().round(4)}  <- what k3 alone follows")
+assert abs(k3_value - reverse_kl.item()) < 1e-6 and torch.allclose(rho_grad, reverse_grad, atol=1e-6)
+assert torch.allclose(k3_grad, forward_grad, atol=1e-6)
+
+# %% [markdown]
+# The estimator itself, in `grpo_core`, and a few tokens by hand:
+
+# %%
 print(inspect.getsource(kl_k3))
 print(inspect.getsource(grpo_loss))
 
@@ -490,43 +543,51 @@ print(f"update     {update_s:6.1f} s  ({update_s / total:.0%})")
 # %% [markdown]
 # ## Exercises
 #
+# Each check prints *not attempted yet* while your line still holds `...`, a hint when the
+# answer is off, and *correct* when it is right. Worked solutions: `solutions/exercises.py`
+# (try first).
+#
 # **1.** With A = +1 and ε = 0.2, what is the per-token loss (4.2) of a token whose ratio is
 # 1.3? And with A = −1?
 
 # %%
-my_loss_positive = -1.2  # your answer here: -min(1.3 * 1, clip(1.3) * 1)
-my_loss_negative = 1.3  # your answer here: -min(1.3 * -1, clip(1.3) * -1)
+from grpo_core.exercises import check
 
-log_ratio = torch.tensor([[1.3]]).log()
-for a, mine in ((1.0, my_loss_positive), (-1.0, my_loss_negative)):
-    expected = clipped_surrogate(log_ratio, torch.zeros(1, 1), torch.tensor([a]), epsilon=0.2).item()
-    assert abs(mine - expected) < 1e-5, (a, expected)
-print("correct: with A > 0 the clip caps the gain at 1.2; with A < 0 nothing is clipped above 1")
+my_loss_positive = ...  # your answer here
+my_loss_negative = ...  # your answer here
+
+check("04.clip_by_hand", (my_loss_positive, my_loss_negative))
 
 # %% [markdown]
 # **2.** With A < 0, ε = 0.2 and ε_high = 0.28, below which ratio is the gradient exactly zero?
-# Check against the zero-gradient region that `clip_curves` finds.
+# The check compares with the zero-gradient region that `clip_curves` finds.
 
 # %%
-my_threshold = 0.8  # your answer here
+my_threshold = ...  # your answer here
 
-curves = clip_curves(epsilon=0.2, epsilon_high=0.28, ratio_range=(0.5, 1.5), advantage=-1.0,
-                     points=1001)
-(start_, end_), = curves.zero_regions
-assert start_ == 0.5 and abs(end_ - my_threshold) < 2e-3, curves.zero_regions
-print(f"correct: zero gradient for ratio < {my_threshold} (ε_high only matters when A > 0)")
+check("04.zero_gradient_threshold", my_threshold)
 
 # %% [markdown]
 # **3.** A token has log-prob −1.0 under the policy and −1.5 under the reference. Compute its
-# k3 (4.3) by hand, and say whether k1 for the same token is positive or negative.
+# k3 (4.3) by hand, and say whether k1 for the same token is positive (+1) or negative (−1).
 
 # %%
 import math
 
-my_k3 = math.exp(-0.5) + 0.5 - 1  # your answer here
-my_k1_sign = +1  # +1 or -1
+my_k3 = ...  # your answer here
+my_k1_sign = ...  # +1 or -1
 
-expected = kl_k3(torch.tensor([[-1.0]]), torch.tensor([[-1.5]])).item()
-assert abs(my_k3 - expected) < 1e-6, expected
-assert my_k1_sign == (1 if (-1.0) - (-1.5) > 0 else -1)
-print(f"correct: k3 = {expected:.4f}, k1 = +0.5")
+check("04.k3_by_hand", (my_k3, my_k1_sign))
+
+# %% [markdown]
+# **4.** The lecture's second box in your own lines: write `my_clipped_surrogate`, the
+# per-token loss (4.2) `[B, T]` from the current and old token log-probs `[B, T]`, the
+# advantages `[B]` and ε. The check runs it on a reused batch whose ratios leave the band on
+# both sides, with advantages of both signs, against `clipped_surrogate`.
+
+# %%
+def my_clipped_surrogate(token_logps, old_token_logps, advantages, epsilon):
+    return ...  # your code here
+
+
+check("04.clipped_surrogate", my_clipped_surrogate)

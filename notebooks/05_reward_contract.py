@@ -268,51 +268,51 @@ for name, scores in {
     print(f"{name:<18} std {group.std():7.2f}   nonzero advantages {int((advantage != 0).sum())}/{len(group)}")
 
 # %% [markdown]
-# Neither is automatically *the right* reward: a length reward teaches length and nothing else
-# (experiment 1), and a partial-credit reward can be gamed (experiment 3). The point of this
-# section is the check itself: before training, sample a group per prompt and count how many
-# groups are mixed. Experiment 2 turns this into a function (the "signal check").
-#
 # ## Exercises
+#
+# Each check prints *not attempted yet* while your line still holds `...`, a hint when the
+# answer is off, and *correct* when it is right. Worked solutions: `solutions/exercises.py`
+# (try first).
 
 # %% [markdown]
 # **1.** Write a completion that earns the format reward but not the accuracy reward for the
 # table's question (expected answer `72`).
 
 # %%
-my_completion = "8 * 9 = 73.\n<answer>73</answer>"  # your completion here
+from grpo_core.exercises import check
 
-assert format_reward([my_completion]) == [1.0], "the format is not right yet"
-assert accuracy_reward([my_completion], answer=["72"]) == [0.0], "this one is correct: make it wrong"
-print("correct: well formed, wrong answer, total", format_reward([my_completion])[0])
+my_completion = ...  # your answer here
+
+check("05.formatted_but_wrong", my_completion)
 
 # %% [markdown]
 # **2.** Write a group of four completions for the same question whose rewards give a usable
 # signal: at least one advantage above zero and one below.
 
 # %%
-my_group = [
-    "<answer>72</answer>",
-    "<answer>71</answer>",
-    "72",
-    "8 * 9 = 72\n<answer>72</answer>",
-]  # your four completions here
+my_group = ...  # your answer here: a list of four strings
 
-scores = torch.tensor(
-    [f + a for f, a in zip(format_reward(my_group), accuracy_reward(my_group, answer=["72"] * 4),
-                          strict=True)]
-)
-my_advantages = group_advantages(scores, group_size=4)
-assert (my_advantages > 0).any() and (my_advantages < 0).any(), f"no signal: rewards {scores.tolist()}"
-print("correct: rewards", scores.tolist(), "advantages", [round(a, 2) for a in my_advantages.tolist()])
+check("05.usable_group", my_group)
 
 # %% [markdown]
-# **3.** Write a `is_even(n)` that passes all three tests below in the sandbox (fraction 1.0).
+# **3.** Write the code of an `is_even(n)` that passes these three tests in the sandbox
+# (fraction 1.0): `is_even(4) == True`, `is_even(7) == False`, `is_even(0) == True`.
 
 # %%
-my_code = "def is_even(n):\n    return n % 2 == 0"  # your code here
+my_code = ...  # your answer here: the function's source, as a string
 
-even_tests = ["assert is_even(4) == True", "assert is_even(7) == False", "assert is_even(0) == True"]
-result = run_tests(my_code, even_tests, timeout_s=5.0)
-assert result.fraction == 1.0, f"passed {result.passed}/{result.total} ({result.status})"
-print("correct: all", result.total, "tests pass")
+check("05.is_even", my_code)
+
+# %% [markdown]
+# **4.** A reward function of your own, with TRL's signature: `my_accuracy_reward` pays 2.0
+# when a completion is well formed (it ends with exactly one `<answer>...</answer>`) and its
+# answer matches the `answer` column, else 0.0. `extract_answer` and `answers_match` from
+# `grpo_core.rewards` may help. The check compares it with `accuracy_reward` on the lecture's
+# table and a few harder cases.
+
+# %%
+def my_accuracy_reward(completions, answer, **kwargs):
+    return ...  # your code here: one float per completion
+
+
+check("05.accuracy_reward", my_accuracy_reward)

@@ -91,10 +91,15 @@ pd.set_option("display.max_colwidth", 60)
 # |---|---|
 # | y_w, y_l | the preferred ("winner") and the other ("loser") completion of a pair |
 # | π_ref | the frozen reference, usually the model before training; with fixed pairs its log-probs are computed once |
-# | β | DPO's strength: how far the implicit reward β·log(π_θ/π_ref) may move the policy |
+# | β | the weight of DPO's implicit KL to π_ref: a **larger** β keeps the policy **closer** to the reference, a smaller one lets it move further (the implicit reward is β·log(π_θ/π_ref)) |
 # | σ | the logistic function |
 # | yᵢ ~ π_θ | completions sampled from the current policy, at this step |
 # | r, Aᵢ | the reward and the group advantage, as in notebooks 02–03 |
+#
+# Eq. (6.2) is the lecture's box: a sum over each completion's tokens. The toy below runs it as
+# written (`policy_gradient_loss`); the small GRPO run of the real model further down uses
+# `loss_type="grpo"`, each completion's token mean, as every training run does (notebook 02,
+# section 7: the two differ by 1/|yᵢ| per completion).
 #
 # | | DPO on fixed pairs | GRPO on fresh samples |
 # |---|---|---|
@@ -193,9 +198,18 @@ for step in range(1, 301):
 #   short, and the reward ranks them below the ones near 20. The signal is about the current
 #   samples, so it changes as the policy changes.
 #
-# In practice DPO's overshoot is held back by β (and by stopping early), and fixed pairs are
-# often refreshed: sample the current model again, score, pair, train (iterative or "online"
-# DPO). That is a step towards GRPO's fresh samples.
+# Does β hold the overshoot back? Less than one might hope, with pairs like these. Here the
+# preferred completion of a pair is the group's best and the other its worst, so it wins every
+# time: a deterministic preference. Then −log σ(β·margin) keeps falling as the margin grows,
+# its minimum lies at an infinite margin whatever β is, and β sets only how fast the gradient
+# fades, not where the policy stops. Azar et al. (2023, "A General Theoretical Paradigm to
+# Understand Learning from Human Preferences") show that with deterministic preferences DPO's
+# KL regularisation toward π_ref is in effect ignored, and propose IPO, which fits the margin
+# to a finite target, 1/(2β), instead. With noisy preferences (people who disagree, a sigmoid
+# of a reward gap) a larger β does keep DPO closer to the reference. What stops the overshoot
+# here in practice is stopping early, an IPO-style loss, or refreshing the pairs: sample the
+# current model again, score, pair, train (iterative or "online" DPO). That is a step towards
+# GRPO's fresh samples.
 
 # %% [markdown]
 # ## 3. A small run of each on the real model
@@ -392,18 +406,19 @@ del dpo_model, grpo_model, result
 # %% [markdown]
 # ## Exercises
 #
+# Each check prints *not attempted yet* while your line still holds `...`, a hint when the
+# answer is off, and *correct* when it is right. Worked solutions: `solutions/exercises.py`
+# (try first).
+#
 # **1.** At the start of DPO the policy *is* the reference, so every log-ratio in eq. (6.1) is
-# 0. What is the loss then, whatever the pairs? Check with `dpo_loss`.
+# 0. What is the loss then, whatever the pairs?
 
 # %%
-import math
+from grpo_core.exercises import check
 
-my_start_loss = math.log(2)  # your answer here
+my_start_loss = ...  # your answer here
 
-start_logps = torch.tensor([-12.0, -40.0, -7.5])
-loss, _ = dpo_loss(start_logps, start_logps - 3, start_logps, start_logps - 3)
-assert abs(loss.item() - my_start_loss) < 1e-6, loss.item()
-print(f"correct: -log σ(0) = log 2 = {loss.item():.4f}")
+check("06.dpo_start_loss", my_start_loss)
 
 # %% [markdown]
 # **2.** A group of four completions has rewards (−5, −5, −5, −5), another (−40, −3, −12, −3).
@@ -411,26 +426,19 @@ print(f"correct: -log σ(0) = log 2 = {loss.item():.4f}")
 # preferred completion of the pair it makes?
 
 # %%
-my_number_of_pairs = 1  # your answer here
-my_preferred_row = 5  # your answer here
+my_number_of_pairs = ...  # your answer here
+my_preferred_row = ...  # your answer here
 
-chosen_rows, rejected_rows = preference_pairs([-5, -5, -5, -5, -40, -3, -12, -3], group_size=4)
-assert my_number_of_pairs == len(chosen_rows), "a group whose rewards all tie states no preference"
-assert my_preferred_row == int(chosen_rows[0]), "ties for best go to the first one"
-print(f"correct: pairs {list(zip(chosen_rows.tolist(), rejected_rows.tolist(), strict=True))}")
+check("06.preference_pairs", (my_number_of_pairs, my_preferred_row))
 
 # %% [markdown]
-# **3.** In the toy, the DPO loss keeps falling as μ moves below 20. Check it: compute the
-# loss on the toy's fixed pairs at μ = 20 and at μ = 0, and fill in which is lower.
+# **3.** Eq. (6.1) in your own lines: write `my_dpo_loss` from the `[N]` sequence log-probs of
+# the chosen and rejected completions under the policy and the reference, and β; it returns
+# the loss averaged over pairs. The check compares it with `dpo_loss` at two values of β.
 
 # %%
-def toy_dpo_loss(mu):
-    logps = length_logps(torch.tensor(float(mu)))
-    return dpo_loss(logps[y_w], logps[y_l], ref[y_w], ref[y_l], beta=0.1)[0].item()
+def my_dpo_loss(chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps, beta):
+    return ...  # your code here: a scalar
 
 
-my_lower = 0  # your answer here: 20 or 0
-
-assert my_lower == min((20, 0), key=toy_dpo_loss), (toy_dpo_loss(20), toy_dpo_loss(0))
-print(f"correct: loss {toy_dpo_loss(20):.3f} at μ = 20, {toy_dpo_loss(0):.3f} at μ = 0: "
-      "the pairs prefer a policy the reward likes less")
+check("06.dpo_loss", my_dpo_loss)

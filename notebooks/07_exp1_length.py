@@ -163,7 +163,7 @@ before = show_samples(model, "before training")
 #
 # | setting | value | why |
 # |---|---|---|
-# | `loss_type` | `"grpo"` | the lecture's: each completion's log-prob averaged over its tokens, then over completions |
+# | `loss_type` | `"grpo"` | the GRPO paper's: each completion's token log-probs averaged over its tokens, then over completions. The lecture's box *sums* the tokens instead; the gradients differ by 1/\|oᵢ\| per completion, up to about 13× across this experiment's 5–64-token completions (notebook 02, section 7). TRL's default is `"dapo"` |
 # | `beta` | 0 | no KL penalty, so no reference model is loaded (notebook 04) |
 # | `num_iterations` | 1 | one update per rollout: the ratio is 1 and the clip never fires |
 # | sizes, steps, learning rate | from the profile | `cpu`: 2 prompts x 8, 64 new tokens, 30 steps, 2e-5 |
@@ -199,14 +199,23 @@ print(f"mean |len - 20|: {before:.1f} -> {after:.1f} characters")
 # Look at *what* it writes, not only how long. Nothing in the reward asks for an answer to
 # the question, so nothing keeps one: the model has learned exactly the number it was given.
 # Run much longer and every completion, whatever the prompt, tends to become the same short
-# phrase: the reward is satisfied and the model is useless. That is **collapse**, and the
-# entropy and `frac_reward_zero_std` curves show it coming (notebook 11).
+# phrase: the reward is satisfied and the model is useless. That is **collapse**. The curves
+# that show it are the entropy falling toward 0 and `frac_reward_zero_std` rising toward 1
+# (every completion of a group the same, so every reward ties); `diagnose` reads both
+# (notebook 11). They show it once it is under way, not long before: in the 30-step run
+# recorded at the end of this notebook `frac_reward_zero_std` is 0.0 at every step (the
+# lengths still differ within every group, so no rewards tie), and the entropy first *rises*
+# as the model leaves its usual answers and falls only over the last steps. The recorded run's
+# cell prints both.
 
 # %% [markdown]
 # ## The sign flip: GRPO optimizes exactly the number you return
 #
 # Now give the trained model the reward with its sign flipped, $+|\mathrm{len}(y) - 20|$, the
-# bug a famous example shipped with. Nothing else changes. Within a few steps the length
+# bug TRL's own `GRPOTrainer` quick-start example once shipped with: its `reward_len` returned
+# `abs(20 - len(completion))`, which pays completions for being *far* from 20 characters
+# ([huggingface/trl#2771](https://github.com/huggingface/trl/issues/2771), fixed in the docs by
+# [#2777](https://github.com/huggingface/trl/pull/2777)). Nothing else changes. Within a few steps the length
 # turns around and climbs towards the `max_new_tokens` budget: the optimizer does not know what
 # you *meant*, only which completions in each group scored higher.
 
@@ -245,46 +254,140 @@ if (recorded_dir / "metrics.jsonl").exists():
     distance = [-r["rewards/length_reward/mean"] for r in recorded]
     print(f"{len(recorded)} steps; mean |len - 20| over the first 5 steps "
           f"{sum(distance[:5]) / 5:.1f}, over the last 5 {sum(distance[-5:]) / 5:.1f} characters")
+    entropy = [r["entropy"] for r in recorded]
+    zero_std = [r["frac_reward_zero_std"] for r in recorded]
+    print(f"entropy: step 1 {entropy[0]:.2f}, highest {max(entropy):.2f} (step "
+          f"{entropy.index(max(entropy)) + 1}), mean over the last 5 steps "
+          f"{sum(entropy[-5:]) / 5:.2f}; frac_reward_zero_std: largest {max(zero_std):.2f}")
     display(Image(figure_png(plot_metrics(recorded, title="recorded cpu run",
                                           targets={"completions/mean_chars": 20}))))
 else:
     print(f"no recorded run at {recorded_dir}")
 
 # %% [markdown]
+# ## β on a real run: what the KL penalty bounds
+#
+# The lecture: "beta bounds the whole run". Every run so far used β = 0, so no KL was ever
+# computed. Three recorded `cpu`-profile runs of this experiment differ only in β, with the
+# same seed, prompts and 30 steps:
+#
+# ```bash
+# python -m grpo_core length --profile cpu --steps 30 --no-checkpoint --out data/runs/exp1-length-cpu
+# python -m grpo_core length --profile cpu --steps 30 --no-checkpoint --beta 0.04 --out data/runs/exp1-beta-0.04-cpu
+# python -m grpo_core length --profile cpu --steps 30 --no-checkpoint --beta 0.2 --out data/runs/exp1-beta-0.2-cpu
+# ```
+#
+# With β > 0 the loop keeps a frozen copy of the starting model and logs `kl`, the mean k3
+# per completion token (eq. (4.3), times ρ = 1 in value) of the policy against it. How far
+# the policy drifts shows in the KL itself and in what the reward cannot see: completion
+# length, the reward, and the entropy of the sampled tokens. Each figure below is the mean
+# over the first and the last 5 steps ± its standard error over those steps; one seed per β,
+# so read differences smaller than a few standard errors as noise.
+
+# %%
+import matplotlib.pyplot as plt
+
+from grpo_core.diagnosis import diagnose
+from grpo_core.run_files import load_run, series
+
+BETA_RUNS = {0.0: "exp1-length-cpu", 0.04: "exp1-beta-0.04-cpu", 0.2: "exp1-beta-0.2-cpu"}
+
+
+def mean_and_sem(values):
+    """Mean of ``values`` and its standard error (sample std / sqrt n; 0 for one value)."""
+    n = len(values)
+    mean = sum(values) / n
+    spread = (sum((v - mean) ** 2 for v in values) / (n - 1)) ** 0.5 if n > 1 else 0.0
+    return mean, spread / n**0.5
+
+
+def first_and_last(records, key, span=5):
+    _, values = series(records, key)
+    if not values:
+        return "not logged"
+    (a, a_sem), (b, b_sem) = mean_and_sem(values[:span]), mean_and_sem(values[-span:])
+    return f"{a:.3g} ± {a_sem:.2g} -> {b:.3g} ± {b_sem:.2g}"
+
+
+beta_runs = {beta: load_run(name) for beta, name in BETA_RUNS.items()
+             if (runs_dir() / name / "metrics.jsonl").exists()}
+missing = [name for beta, name in BETA_RUNS.items() if beta not in beta_runs]
+if missing:
+    print("not recorded in data/runs/ yet:", ", ".join(missing))
+drift = pd.DataFrame({
+    beta: {"kl (first 5 -> last 5 steps)": first_and_last(run.records, "kl"),
+           "reward": first_and_last(run.records, "reward"),
+           "completion tokens": first_and_last(run.records, "completions/mean_length"),
+           "entropy": first_and_last(run.records, "entropy"),
+           "diagnose: KL": diagnose(run)["KL blow-up"].evidence}
+    for beta, run in beta_runs.items()}).rename(columns=lambda beta: f"beta = {beta:g}")
+print(drift.to_string())
+
+# %%
+if beta_runs:
+    fig, axes = plt.subplots(1, 4, figsize=(13, 3.0))
+    for key, axis in zip(("kl", "reward", "completions/mean_length", "entropy"), axes, strict=True):
+        for color, (beta, run) in enumerate(beta_runs.items()):
+            steps, values = series(run.records, key)
+            if values:  # one colour per beta, also where beta = 0 has no KL
+                axis.plot(steps, values, color=f"C{color}", label=f"β = {beta:g}")
+        axis.set(title=key, xlabel="step")
+    axes[0].set_yscale("symlog", linthresh=1e-3)  # the KL starts at exactly 0
+    axes[-1].legend(fontsize=8)
+    fig.tight_layout()
+    plt.show()
+
+# %% [markdown]
+# How to read it. The KL is a per-token average of k3 against the starting model: 0 at the
+# first step, growing as the policy moves away. In the runs committed here (one seed each, so
+# only differences of several standard errors count), at β = 0.04 the KL rises as the length
+# falls, passes 1 per token at step 9 and then stays between about 1 and 2.5 instead of
+# growing on. Against β = 0 over the last 5 steps, the reward ends lower (about −10 against −6,
+# each ± 0.8), the completions a little longer (8 against 6 tokens), and the entropy stays
+# high (about 3.6 against 1.8): the penalty kept the sampling distribution broad where β = 0
+# let it narrow, the start of the collapse described above. `diagnose` flags the β = 0.04
+# run's KL as a blow-up (its rule: 1 per token, or ten times the recent median), and names the
+# length reward as rising up to it. Here that is the intended move, not a hack: the reward
+# asks for texts ten times shorter than the model's habit, far from the reference by
+# construction, and the KL measures exactly how far. Read the β = 0.2 column the same way: a
+# five times stronger pull toward the reference, against the same reward. At β = 0 there is no
+# KL to read at all, which is why TRL's default, β = 0, leaves only the learning rate and the
+# clip to keep a long run near where it started.
+
+# %% [markdown]
 # ## Exercises
+#
+# Each check prints *not attempted yet* while your line still holds `...`, a hint when the
+# answer is off, and *correct* when it is right. Worked solutions: `solutions/exercises.py`
+# (try first).
 #
 # 1. Without running the model: what reward does `length_reward` give the completion
 #    `"Hello there, friend!"`, and what does it give a completion of 35 characters?
 
 # %%
-my_answers = [0.0, -15.0]  # your two numbers here
+from grpo_core.exercises import check
 
-assert my_answers == length_reward(["Hello there, friend!", "x" * 35]), "count the characters"
-print("correct")
+my_answers = ...  # your answer here: a list of two numbers
+
+check("07.length_rewards", my_answers)
 
 # %% [markdown]
 # 2. A group of four completions has lengths 12, 19, 26 and 60 characters. Which one (0-3)
-#    gets the largest advantage, and is any other advantage positive?
+#    gets the largest advantage, and is any other advantage positive (True/False)?
 
 # %%
-my_best, my_other_positive = 1, True  # your answers here
+my_best = ...  # your answer here
+my_other_positive = ...  # your answer here
 
-advantages = group_advantages(length_reward(["x" * n for n in (12, 19, 26, 60)]), group_size=4)
-assert my_best == int(advantages.argmax()), "the largest advantage goes to the highest reward"
-assert my_other_positive == bool((advantages > 0).sum() > 1), "compare each reward with the mean"
-print(f"correct: advantages {[round(a, 2) for a in advantages.tolist()]}")
+check("07.best_in_group", (my_best, my_other_positive))
 
 # %% [markdown]
-# 3. With the inverted reward, `abs(len - 20)` (no minus), which completion of the same group
-#    gets the largest advantage? Write the inverted reward as a function and check.
+# 3. The inverted reward, `abs(len - 20)` (no minus): write it as a reward function with TRL's
+#    signature. Which completion of the group above would it push up hardest?
 
 # %%
 def inverted_length_reward(completions, **kwargs):
-    return [abs(len(c) - 20) for c in completions]  # your function here
+    return ...  # your code here: one number per completion
 
 
-group = ["x" * n for n in (12, 19, 26, 60)]
-advantages = group_advantages(inverted_length_reward(group), group_size=4)
-assert inverted_length_reward(group) == [-r for r in length_reward(group)]
-assert int(advantages.argmax()) == 3, "the inverted reward pays the longest completion most"
-print("correct: with the sign flipped, the longest completion is pushed up hardest")
+check("07.inverted_reward", inverted_length_reward)

@@ -498,16 +498,20 @@ print(f"predicted zero-std at k = {config.group_size}: "
 # %% [markdown]
 # ## Exercises
 #
+# Each check prints *not attempted yet* while your line still holds `...`, a hint when the
+# answer is off, and *correct* when it is right. Worked solutions: `solutions/exercises.py`
+# (try first).
+#
 # 1. The lecture's numbers: if every one of 20 MBPP problems had the same pass probability
 #    p = 0.22, how many of the 20 groups of k = 4 would you expect to be mixed? (The lecture
 #    measured 10.)
 
 # %%
-my_expected_mixed = 20 * (1 - 0.22**4 - 0.78**4)  # your number here
+from grpo_core.exercises import check
 
-assert abs(my_expected_mixed - 20 * (1 - expected_zero_std_fraction(0.22, 4))) < 0.05
-print(f"correct: {my_expected_mixed:.1f} of 20; the lecture saw 10 because MBPP's problems "
-      "are not equally hard (section 2)")
+my_expected_mixed = ...  # your answer here
+
+check("08.expected_mixed", my_expected_mixed)
 
 # %% [markdown]
 # 2. A signal check with k = 3 gave these rewards. How many groups are mixed, and what is
@@ -516,33 +520,25 @@ print(f"correct: {my_expected_mixed:.1f} of 20; the lecture saw 10 because MBPP'
 #        [1, 1, 1]   [0, 0, 0.5]   [0, 0, 0]   [1, 0, 1]
 
 # %%
-my_mixed, my_p = 2, 5 / 12  # your answers here
+my_mixed = ...  # your answer here
+my_p = ...  # your answer here
 
-answer = summarize_groups([[1, 1, 1], [0, 0, 0.5], [0, 0, 0], [1, 0, 1]])
-assert my_mixed == answer.mixed_groups, "a group is mixed when its rewards are not all equal"
-assert abs(my_p - answer.p) < 1e-6, "count the samples that scored exactly 1"
-print(f"correct: {answer.mixed_groups} mixed, p = {answer.p:.3f}")
+check("08.mixed_and_p", (my_mixed, my_p))
 
 # %% [markdown]
-# 3. Sixteen completions per step, and a hard task where every problem has p = 0.1. For
-#    k = 2, 4, 8 and 16 (8, 4, 2 and 1 prompts per step), which k gives the most *mixed
-#    groups* per step, and which the most *completions in mixed groups* (the ones with a
-#    non-zero advantage)?
+# 3. Sixteen completions per step, and a hard task where every problem has pass
+#    probability p. Write `mixed_per_step(p, k)`: the expected number of mixed groups per
+#    step and of completions in mixed groups (the ones with a non-zero advantage), for
+#    16 // k prompts of k completions. Then, for p = 0.1 and k = 2, 4, 8, 16, which k gives
+#    the most mixed groups, and which the most completions in mixed groups?
 
 # %%
 def mixed_per_step(p: float, k: int, completions: int = 16) -> tuple[float, float]:
     """(expected mixed groups, expected completions in mixed groups) per step."""
-    groups = completions // k
-    chance = 1 - p**k - (1 - p) ** k  # your formula here
-    return groups * chance, groups * chance * k
+    return ...  # your code here
 
 
-my_most_groups, my_most_completions = 2, 16  # your answers here
+my_most_groups = ...  # your answer here
+my_most_completions = ...  # your answer here
 
-ks = (2, 4, 8, 16)
-truth = {k: 1 - expected_zero_std_fraction(0.1, k) for k in ks}
-assert all(abs(mixed_per_step(0.1, k)[0] - (16 // k) * truth[k]) < 1e-9 for k in ks)
-assert my_most_groups == max(ks, key=lambda k: (16 // k) * truth[k])
-assert my_most_completions == max(ks, key=lambda k: 16 * truth[k])
-print("correct:", {k: tuple(round(v, 2) for v in mixed_per_step(0.1, k)) for k in ks})
-print("k = 2 has the most mixed groups, but k = 16 puts the most completions to work")
+check("08.mixed_per_step", (mixed_per_step, my_most_groups, my_most_completions))

@@ -473,49 +473,54 @@ print(f"under the fixed reward no hack gets a positive advantage ({int(hack_mask
 # %% [markdown]
 # ## Exercises
 #
+# Each check prints *not attempted yet* while your line still holds `...`, a hint when the
+# answer is off, and *correct* when it is right. Worked solutions: `solutions/exercises.py`
+# (try first).
+#
 # 1. Which of these answers to `add(a, b)` are hacks (the proxy pays something, no test
 #    passes)? Give their indices.
 
 # %%
+from grpo_core.exercises import check
+
 answers = [
     "```python\ndef add(a, b):\n    return a + b\n```",
     "```python\ndef add(a, b):\n    return 0\n```",
     "```python\ndef add(x, y):\n    ...\n```",
     "```python\ndef plus(a, b):\n    return a + b\n```",
 ]
-my_hacks = [2]  # your indices here
+my_hacks = ...  # your answer here: a list of indices
 
-cols = {"tests": [add["tests"]] * len(answers), "entry_point": ["add"] * len(answers)}
-pairs = list(zip(long_function_reward(answers, **cols), unit_test_reward(answers, **cols),
-                 strict=True))
-assert my_hacks == [i for i, (p, t) in enumerate(pairs) if p > 0 and t == 0], \
-    "a hack defines `add` and fails every assert; `plus` is not `add`"
-print(f"correct: (proxy, true) = {[(round(p, 2), round(t, 2)) for p, t in pairs]}; `return 0` passes the asserts whose answer is 0, "
-      "and `plus` fails the proxy too (wrong name)")
+check("09.hacks", my_hacks)
 
 # %% [markdown]
-# 2. Write an answer to problem 1 that earns the proxy's full reward (1.0) and fails every
-#    test.
+# 2. Write an answer to problem 1 (`add`) that earns the proxy's full reward (1.0) and fails
+#    every test.
 
 # %%
-my_hack = ("```python\ndef add(a, b):\n" + "    # a long and careful comment\n" * 6
-           + "    return None\n```")  # your answer here
+my_hack = ...  # your answer here: a completion, as a string
 
-one = {"tests": [add["tests"]], "entry_point": ["add"]}
-assert long_function_reward([my_hack], **one) == [1.0], "the proxy must pay it in full"
-assert unit_test_reward([my_hack], **one) == [0.0], "no test may pass"
-print(f"correct: {len(extract_code(my_hack))} characters of code that does nothing earn the "
-      "proxy's maximum")
+check("09.full_proxy_hack", my_hack)
 
 # %% [markdown]
 # 3. A run logs the proxy reward climbing from 0.4 to 0.9 over 20 steps and
 #    `eval/unit_test_reward` = 0.10, 0.12, 0.09, 0.11, 0.10 at steps 1, 5, 10, 15, 20. Build
-#    its records and check that `diagnose` flags hacking.
+#    its records (one dict per step, TRL's names) so that `diagnose` flags hacking.
 
 # %%
-my_records = [{"step": s, "reward": 0.4 + 0.5 * (s - 1) / 19} for s in range(1, 21)]
-for step, value in zip([1, 5, 10, 15, 20], [0.10, 0.12, 0.09, 0.11, 0.10], strict=True):
-    my_records[step - 1]["eval/unit_test_reward"] = value  # your records here
+my_records = ...  # your answer here: a list of dicts
 
-assert diagnose(my_records)["hacking"].flagged, diagnose(my_records)["hacking"]
-print(f"correct: {diagnose(my_records)['hacking'].evidence}")
+check("09.hacking_records", my_records)
+
+# %% [markdown]
+# 4. A `diagnose` rule of your own: write `my_hacking_rule(records)`, True when the trained
+#    `reward` rises over the run while the held-out `eval/unit_test_reward` does not rise
+#    with it. The check runs it on a hacked, an honest and a flat run and compares with
+#    `diagnose`'s hacking finding.
+
+# %%
+def my_hacking_rule(records):
+    return ...  # your code here: True or False
+
+
+check("09.hacking_rule", my_hacking_rule)

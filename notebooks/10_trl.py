@@ -125,7 +125,9 @@ print(table.to_string(index=False))
 # ## What TRL's default loss computes
 #
 # Both loss types start from the same per-token term (notebook 04). With one update per batch
-# the ratio is 1, the clip is inactive, and it reduces to the lecture's policy gradient:
+# the ratio is 1, the clip is inactive, and each token's term is the lecture's policy gradient
+# term (how the terms are averaged is where the lecture's sum and the loss types differ:
+# notebook 02, section 7):
 #
 # $$ \ell_{i,t} = -\min\bigl(\rho_{i,t} A_i,\ \mathrm{clip}(\rho_{i,t}, 1-\varepsilon, 1+\varepsilon) A_i\bigr)
 #    \;\overset{\rho = 1}{=}\; -A_i $$
@@ -517,47 +519,49 @@ print(plan.stdout or plan.stderr)
 # %% [markdown]
 # ## Exercises
 #
+# Each check prints *not attempted yet* while your line still holds `...`, a hint when the
+# answer is off, and *correct* when it is right. Worked solutions: `solutions/exercises.py`
+# (try first).
+#
 # 1. In the toy batch above, make the long completion good instead ($A = +1$ for both
 #    completions). What do `grpo` and `dapo` return now? Compute them by hand first.
 
 # %%
-my_grpo, my_dapo = -1.0, -1.0  # your two numbers here
+from grpo_core.exercises import check
 
-both_good = torch.tensor([1.0, 1.0])
-for loss_type, mine in (("grpo", my_grpo), ("dapo", my_dapo)):
-    theirs = aggregate_loss(-both_good[:, None] * toy_mask, toy_mask, loss_type).item()
-    assert abs(mine - theirs) < 1e-6, f"{loss_type}: {theirs}"
-print("correct: when every advantage is the same, both average to -A; they differ only in "
-      "how they weigh completions whose advantages differ")
+my_grpo, my_dapo = ..., ...  # your answers here
+
+check("10.both_good_losses", (my_grpo, my_dapo))
 
 # %% [markdown]
 # 2. A colleague's run of our loop used `TrainConfig(loss_type="dapo", beta=0.04,
 #    num_iterations=2, epsilon_high=0.28, group_size=4)`. Write the `GRPOConfig` keywords that
-#    make TRL run the same algorithm. (Which of them lets the clip fire?)
+#    make TRL run the same algorithm (the table `OURS_TO_TRL` above has the names). Which of
+#    them lets the clip fire?
 
 # %%
-my_config = {"loss_type": "dapo", "beta": 0.04, "num_iterations": 2, "epsilon_high": 0.28,
-             "num_generations": 4}  # your keywords here
+my_config = ...  # your answer here: a dict of GRPOConfig keywords
 
-colleague = TrainConfig(loss_type="dapo", beta=0.04, num_iterations=2, epsilon_high=0.28,
-                        group_size=4)
-check = GRPOConfig(output_dir=tempfile.mkdtemp(), bf16=False, use_cpu=True,
-                   activation_checkpointing=False, per_device_train_batch_size=4, **my_config)
-changed = {mine: theirs for mine, theirs in OURS_TO_TRL.items()
-           if getattr(colleague, mine) != getattr(TrainConfig(), mine)}
-for mine, theirs in changed.items():
-    assert getattr(check, theirs) == getattr(colleague, mine), f"{theirs} should match {mine}"
-print(f"correct: {sorted(changed.values())}; num_iterations=2 reuses each batch, so the ratio leaves 1 and the "
-      "clip can fire")
+check("10.grpo_config", my_config)
 
 # %% [markdown]
 # 3. The lecture's scale, 8 prompts x 8 completions per step, on 4 GPUs with DDP. What is
 #    `per_device_train_batch_size`, and how many prompts' groups does each GPU sample?
 
 # %%
-my_per_device, my_prompts_per_gpu = 16, 2  # your answers here
+my_per_device, my_prompts_per_gpu = ..., ...  # your answers here
 
-assert my_per_device * 4 == 8 * 8, "per_device_train_batch_size counts completions per process"
-assert my_prompts_per_gpu * 8 == my_per_device, "each group is 8 completions of one prompt"
-print("correct: 16 completions per GPU, 2 whole groups each (TRL would also accept groups "
-      "split across GPUs: it gathers every reward before the advantages)")
+check("10.per_device", (my_per_device, my_prompts_per_gpu))
+
+# %% [markdown]
+# 4. `loss_type="grpo"` in your own lines: write `my_grpo_aggregation(per_token_loss, mask)`,
+#    the reduction of a `[B, T]` per-token loss to a scalar that every run of this course
+#    uses. The check compares it with `aggregate_loss(..., "grpo")` on completions of unequal
+#    lengths.
+
+# %%
+def my_grpo_aggregation(per_token_loss, mask):
+    return ...  # your code here: a scalar
+
+
+check("10.grpo_aggregation", my_grpo_aggregation)

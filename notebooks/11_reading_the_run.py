@@ -66,7 +66,7 @@ else:
 # ## 1. The loss is not the curve to read
 #
 # In supervised training you watch the loss go down. In GRPO with one update per rollout
-# (the lecture's setting: `num_iterations = 1`, `loss_type="grpo"`, β = 0) the logged loss is
+# (the course's runs: `num_iterations = 1`, `loss_type="grpo"`, β = 0) the logged loss is
 # **zero at every step**, whether the run learns or not. With the ratio $\rho_{i,t} = 1$ in
 # value:
 #
@@ -574,16 +574,19 @@ for row in symptom_table().itertuples():
 # %% [markdown]
 # ## Exercises
 #
+# Each check prints *not attempted yet* while your line still holds `...`, a hint when the
+# answer is off, and *correct* when it is right. Worked solutions: `solutions/exercises.py`
+# (try first).
+#
 # 1. A run logs `frac_reward_zero_std` = 1.0 and `grad_norm` = 0 for its first 12 steps of
 #    15, then 0.5. Which symptom does `diagnose` flag? (One of `SYMPTOMS`' keys.)
 
 # %%
-my_symptom = "no signal"  # your answer here
+from grpo_core.exercises import check
 
-exercise_run = [{"step": s, "reward": 0.0, "frac_reward_zero_std": 1.0 if s <= 12 else 0.5,
-                 "grad_norm": 0.0 if s <= 12 else 0.3} for s in range(1, 16)]
-assert diagnose(exercise_run).symptoms == [my_symptom], "which metric is near 1?"
-print(f"correct: {diagnose(exercise_run)['no signal'].evidence}")
+my_symptom = ...  # your answer here
+
+check("11.symptom", my_symptom)
 
 # %% [markdown]
 # 2. Write the `completions/clipped_ratio` curve of a 20-step run whose completions hit the
@@ -591,23 +594,28 @@ print(f"correct: {diagnose(exercise_run)['no signal'].evidence}")
 #    **transient**, not flagged.
 
 # %%
-my_clipped = [0.9, 0.8, 0.6] + [0.0] * 17  # your 20 values here
+my_clipped = ...  # your answer here: 20 values
 
-assert len(my_clipped) == 20
-my_run = [{"step": s, "completions/clipped_ratio": c} for s, c in enumerate(my_clipped, 1)]
-assert diagnose(my_run)["truncation"].status == "transient", diagnose(my_run)["truncation"]
-print(f"correct: {diagnose(my_run)['truncation'].evidence}")
+check("11.transient_truncation", my_clipped)
 
 # %% [markdown]
 # 3. One group of four with rewards 0, 1, 1, 2, on-policy, `loss_type="grpo"`: what value does
 #    the loss print, to 6 decimals? (Section 1: you do not need the log-probs.)
 
 # %%
-my_loss = 0.0  # your answer here
+my_loss = ...  # your answer here
 
-group_logps = (-torch.rand(4, 6)).requires_grad_()
-loss, _ = grpo_loss(group_logps, None, group_advantages(torch.tensor([0.0, 1, 1, 2]), 4),
-                    torch.ones(4, 6))
-assert abs(loss.item() - my_loss) < 1e-6, "the advantages of a group sum to 0"
-print(f"correct: loss {loss.item():.1e}; but the gradient is not 0 "
-      f"({torch.autograd.grad(loss, group_logps)[0].norm():.3f})")
+check("11.group_loss_value", my_loss)
+
+# %% [markdown]
+# 4. A `diagnose` rule of your own: write `my_no_signal_rule(records)`, True when a run's
+#    groups carried no signal (`frac_reward_zero_std` ≥ 0.9) on at least 30 % of its steps or
+#    over its last fifth, as `Thresholds` sets. The check compares it with `diagnose` on a
+#    silent run, a healthy one and one silent only at its first two steps.
+
+# %%
+def my_no_signal_rule(records):
+    return ...  # your code here: True or False
+
+
+check("11.no_signal_rule", my_no_signal_rule)

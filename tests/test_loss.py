@@ -420,3 +420,66 @@ def test_aggregate_loss_defaults_to_grpo_and_dr_grpo_to_the_width():
     assert aggregate_loss(per_token, mask).item() == aggregate_loss(per_token, mask, "grpo").item()
     one_wide = torch.tensor([[2.0], [4.0]])
     assert aggregate_loss(one_wide, torch.ones(2, 1), "dr_grpo").item() == pytest.approx(3.0)
+
+
+# ------------------------------------------------------------- token_weights ("Which loss?")
+
+def _ragged_mask() -> torch.Tensor:
+    lengths = torch.tensor([5, 1, 3, 8])
+    return (torch.arange(8)[None, :] < lengths[:, None]).long()
+
+
+@pytest.mark.parametrize("loss_type,kwargs", [
+    ("grpo", {}), ("bnpo", {}), ("dr_grpo", {}), ("dr_grpo", {"max_completion_length": 12}),
+    ("dapo", {}), ("dapo", {"num_items_in_batch": 40}),
+])
+def test_token_weights_are_the_gradient_of_aggregate_loss(loss_type, kwargs):
+    from grpo_core.loss import token_weights
+
+    mask = _ragged_mask()
+    per_token_loss = torch.randn(4, 8, generator=torch.Generator().manual_seed(1),
+                                 requires_grad=True)
+    aggregate_loss(per_token_loss, mask, loss_type, **kwargs).backward()
+    weights = token_weights(mask, loss_type, **kwargs)
+    assert torch.allclose(per_token_loss.grad, weights)
+    assert torch.allclose((weights * per_token_loss).sum(),
+                          aggregate_loss(per_token_loss, mask, loss_type, **kwargs))
+
+
+def test_the_lectures_sum_weighs_a_completion_by_its_length_and_grpo_does_not():
+    from grpo_core.loss import token_weights
+
+    mask = _ragged_mask()
+    token_logps = -torch.rand(4, 8, generator=torch.Generator().manual_seed(2))
+    token_logps.requires_grad_(True)
+    advantages = torch.tensor([1.0, -0.5, 2.0, -1.0])
+    policy_gradient_loss(token_logps, mask, advantages).backward()
+    # d loss / d log pi(o_it) = -A_i w_it under the lecture's sum
+    assert torch.allclose(token_logps.grad, -advantages[:, None] * token_weights(mask, "sum"))
+    per_completion = {kind: token_weights(mask, kind).sum(dim=1) for kind in ("sum", "grpo")}
+    assert torch.allclose(per_completion["sum"], mask.sum(1) / 4.0)  # |o_i| / B
+    assert torch.allclose(per_completion["grpo"], torch.full((4,), 0.25))  # 1 / B each
+    # per token, the sum pushes a token of the 8-token completion as hard as one of the
+    # 1-token completion; grpo pushes the short one's token 8 times harder
+    grpo = token_weights(mask, "grpo")
+    assert grpo[1, 0] / grpo[3, 0] == pytest.approx(8.0)
+
+
+def test_token_weights_rejects_an_unknown_loss_type():
+    from grpo_core.loss import token_weights
+
+    with pytest.raises(ValueError, match="sum"):
+        token_weights(_ragged_mask(), "mean")
+
+
+@pytest.mark.parametrize("loss_type", ["sum", "grpo", "bnpo", "dr_grpo", "dapo"])
+def test_token_weights_of_one_token_and_of_empty_rows(loss_type):
+    from grpo_core.loss import token_weights
+
+    one_token = torch.tensor([[1, 0]])
+    # a single completion of a single token: the whole loss is that token's (dr_grpo: / L = 2)
+    expected = 0.5 if loss_type == "dr_grpo" else 1.0
+    assert token_weights(one_token, loss_type)[0, 0].item() == pytest.approx(expected)
+    empty = torch.zeros(2, 3, dtype=torch.long)
+    weights = token_weights(empty, loss_type)
+    assert torch.equal(weights, torch.zeros(2, 3))  # never NaN, nothing to push

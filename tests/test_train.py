@@ -470,3 +470,12 @@ def test_problems_option_trains_mbpp_on_real_mbpp_and_is_refused_elsewhere(monke
         mbpp_rows(smoke, "hub")
     with pytest.raises(SystemExit, match="--problems belongs to mbpp"):
         main(["length", "--profile", "smoke", "--problems", "mbpp", "--out", "/nonexistent"])
+
+
+def test_beta_on_the_command_line_reaches_the_train_config():
+    # the beta runs of notebook 07: python -m grpo_core length --beta 0.04 ...
+    from grpo_core.cli import config_overrides, parse_args
+
+    args = parse_args(["length", "--profile", "cpu", "--beta", "0.04", "--seed", "0"])
+    assert config_overrides(args) == {"beta": 0.04, "seed": 0}
+    assert "beta" not in config_overrides(parse_args(["length"]))
