@@ -273,9 +273,11 @@ else:
 #
 # ```bash
 # python -m grpo_core length --profile cpu --steps 30 --no-checkpoint --out data/runs/exp1-length-cpu
-# python -m grpo_core length --profile cpu --steps 30 --no-checkpoint --beta 0.04 --out data/runs/exp1-beta-0.04-cpu
-# python -m grpo_core length --profile cpu --steps 30 --no-checkpoint --beta 0.2 --out data/runs/exp1-beta-0.2-cpu
+# python -m grpo_core length --profile cpu --beta 0.04 --out data/runs/exp1-beta-0.04-cpu --quiet
+# python -m grpo_core length --profile cpu --steps 30 --beta 0.2 --out data/runs/exp1-beta-0.2-cpu --quiet
 # ```
+#
+# (as each run's `config.json` records them; 30 steps is the profile's default.)
 #
 # With β > 0 the loop keeps a frozen copy of the starting model and logs `kl`, the mean k3
 # per completion token (eq. (4.3), times ρ = 1 in value) of the policy against it. How far
@@ -349,8 +351,13 @@ if beta_runs:
 # run's KL as a blow-up (its rule: 1 per token, or ten times the recent median), and names the
 # length reward as rising up to it. Here that is the intended move, not a hack: the reward
 # asks for texts ten times shorter than the model's habit, far from the reference by
-# construction, and the KL measures exactly how far. Read the β = 0.2 column the same way: a
-# five times stronger pull toward the reference, against the same reward. At β = 0 there is no
+# construction, and the KL measures exactly how far. At β = 0.2, a five times stronger pull
+# toward the reference, the KL stays below 0.23 per token over the whole run (0.12-0.22 over
+# the last 5 steps), and the
+# drift is bounded: over the last 5 steps the completions are still about 34 tokens long
+# (against 6 at β = 0), the reward about −130 (against −6), the entropy where it started
+# (about 2.8): within 30 steps the penalty holds the policy short of the reward's target,
+# which is the lecture's "beta bounds the whole run" seen on a real run. At β = 0 there is no
 # KL to read at all, which is why TRL's default, β = 0, leaves only the learning rate and the
 # clip to keep a long run near where it started.
 
