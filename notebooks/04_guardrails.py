@@ -519,6 +519,16 @@ print(f"generation {generate_s:6.1f} s  ({generate_s / total:.0%})")
 print(f"update     {update_s:6.1f} s  ({update_s / total:.0%})")
 
 # %% [markdown]
+# What reuse buys: with `num_iterations` = μ updates on each rollout, one generation is shared
+# by μ updates, so each update costs `generate / μ + update`. From the two times just measured:
+
+# %%
+for reuse in (1, 2, 4):
+    per_update = generate_s / reuse + update_s
+    print(f"num_iterations {reuse}: {per_update:6.1f} s per update, "
+          f"{generate_s / reuse / per_update:4.0%} of it generating")
+
+# %% [markdown]
 # What the split means, honestly:
 #
 # - **Generation** produces one token at a time. Each new token is a forward pass over the whole
@@ -528,11 +538,17 @@ print(f"update     {update_s:6.1f} s  ({update_s / total:.0%})")
 #   tokens at once: large matrix products, bound by arithmetic.
 #
 # On a laptop CPU the arithmetic is slow too (a couple of cores, tens of GFLOP/s), so the update
-# costs a sizeable share, and with short completions about as much as generating them. Measured
-# while writing this notebook, on the course's 2-core machine shared with other jobs (noisy):
-# `smoke` (4 completions × 12 tokens) generation 58 s, update 57 s (51 % / 49 %); `cpu`
-# (8 × 64 tokens) generation 481 s, update 91 s (84 % / 16 %). Read the split above for your
-# machine. On a GPU the matrix products of the update run tens to hundreds of
+# costs a sizeable share: with short completions about as much as generating them, and the
+# longer the completions, the larger generation's share (its cost grows with the number of
+# tokens generated one after another, the update's with the number of tokens scored at once).
+# The split printed above was measured when this notebook was built, on an otherwise idle
+# machine; read it for your machine when you run it. (This section times the float32 model
+# directly; the training loop's `cpu` runs sample from a bfloat16 copy and autocast the update,
+# `make bench` prints that split.) So "generation is the slow part" holds where completions are
+# long and the update's matrix products are fast, not everywhere. What reuse costs is what
+# sections 1-4 showed: every update after the first learns from a rollout the policy no longer
+# produces, the ratios drift from 1, and the clip drops the gradient of the tokens past its band,
+# so a reused update does less than a fresh one. On a GPU the matrix products of the update run tens to hundreds of
 # times faster, while generation stays one token at a time, limited by memory bandwidth and by
 # the overhead of launching each step; with long completions (the GPU profile allows 256 tokens,
 # reasoning runs thousands) generation takes most of the step. That is the regime the lecture
