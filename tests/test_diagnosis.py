@@ -795,6 +795,9 @@ def test_a_step_zero_row_is_the_base_models_held_out_score():
     evidence = found["hacking"].evidence
     assert "against step 0: 0.3 -> 0.12 at step 30, change -0.18" in evidence
     assert "z -6.0" in evidence
+    # the change against step 0 is added to the trend evidence, after it, not instead of it
+    assert 0 <= evidence.find("eval/unit_test_reward") < evidence.find("against step 0")
+    assert not evidence.startswith(";")
     # the other checks read the same as without the row
     without = diagnose(records[1:], reward_funcs=["long_function_reward"])
     for symptom in SYMPTOMS:

@@ -85,6 +85,21 @@ def test_one_update_makes_positive_advantage_completions_more_likely(tiny_policy
     assert (change * advantages).sum() > 0
 
 
+def test_every_step_logs_its_phase_times_and_they_add_up(tiny_policy):
+    """The ``time/...`` metrics (docs/design.md) split a step: each phase is a duration (not
+    negative, inside the step's own wall time), and the update is its two parts."""
+    model, tokenizer = tiny_policy
+    result = train(model, tokenizer, PROMPTS, by_position,
+                   config(max_steps=2, beta=0.1, num_iterations=2), progress=False)
+    phases = ["time/generate", "time/reward", "time/frozen_logps", "time/update"]
+    for record in result.metrics:
+        for key in [*phases, "time/forward_backward", "time/optimizer"]:
+            assert record[key] >= 0, (key, record[key])
+        assert sum(record[key] for key in phases) <= record["step_time"]
+        parts = record["time/forward_backward"] + record["time/optimizer"]
+        assert record["time/update"] == pytest.approx(parts, abs=1e-6)
+
+
 @pytest.mark.parametrize(("loss_type", "micro_batch_size", "scale", "stops_at_once"),
                          [(t, None, "group", False) for t in LOSS_TYPES]
                          + [("grpo", 2, "group", False), ("dapo", 4, "group", False),
