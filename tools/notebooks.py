@@ -8,6 +8,7 @@ reader sees real results.
     python tools/notebooks.py check              # exit 1 if a pair is out of sync
     python tools/notebooks.py markdown NAME ...  # copy prose edits into the executed .ipynb
     python tools/notebooks.py sources NAME ...   # re-run only the cells that print package code
+    python tools/notebooks.py snapshots [NAME ...]  # redraw the widgets' static pictures
 
 This lives outside ``grpo_core`` on purpose: the package knows nothing about notebooks.
 """
@@ -25,6 +26,11 @@ from pathlib import Path
 import jupytext
 import nbformat
 from nbclient import NotebookClient
+
+try:  # run as a script (python tools/notebooks.py) or imported as tools.notebooks
+    from tools.widget_snapshot import add_snapshots
+except ImportError:  # pragma: no cover - the script's own folder is on sys.path instead
+    from widget_snapshot import add_snapshots
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 FORMATS = "ipynb,py:percent"
@@ -69,8 +75,21 @@ def build(script: Path, timeout_s: int = 3600) -> float:
         resources={"metadata": {"path": str(script.parent)}},
     )
     client.execute()
+    # a picture of every widget's final state beside its view: what JupyterLab before the
+    # kernel runs, nbviewer and GitHub show instead of the widget's repr or a 0 % progress bar
+    add_snapshots(notebook)
     nbformat.write(notebook, script.with_suffix(".ipynb"))
     return time.perf_counter() - start
+
+
+def redraw_snapshots(notebook_path: Path) -> int:
+    """Add (or redraw) the widget snapshots of an executed notebook from its stored widget
+    state, without executing anything. Returns how many widget outputs got one."""
+    notebook = nbformat.read(notebook_path, as_version=4)
+    written = add_snapshots(notebook)
+    if written:
+        nbformat.write(notebook, notebook_path)
+    return written
 
 
 def copy_markdown(script: Path) -> int:
@@ -155,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     markdown_parser.add_argument("names", nargs="+", help="e.g. 02_policy_rollout_reward")
     sources_parser = sub.add_parser("sources", help="re-run only the cells that print package code")
     sources_parser.add_argument("names", nargs="*", help="e.g. 03_group_baseline (default: all)")
+    snapshots_parser = sub.add_parser("snapshots", help="redraw the widgets' static pictures")
+    snapshots_parser.add_argument("names", nargs="*", help="e.g. 03_group_baseline (default: all)")
     args = parser.parse_args(argv)
 
     scripts = paired_scripts()
@@ -170,6 +191,11 @@ def main(argv: list[str] | None = None) -> int:
         for script in chosen:
             print(f"{script.with_suffix('.ipynb').name}: {refresh_sources(script)} code listings "
                   "updated")
+        return 0
+    if args.command == "snapshots":
+        for script in chosen:
+            notebook_path = script.with_suffix(".ipynb")
+            print(f"{notebook_path.name}: {redraw_snapshots(notebook_path)} widget snapshots")
         return 0
     if args.command == "markdown":
         for script in chosen:
