@@ -1099,3 +1099,24 @@ def test_a_reward_logged_in_float32_still_equals_the_total_reward():
             for s in range(1, 11)]
     assert rows[0]["reward"] != rows[0]["rewards/length_reward/mean"]
     assert trained_rewards(rows) == ["length_reward"]
+
+
+def test_a_diagnosis_renders_as_an_html_table_coloured_by_status():
+    from grpo_core.diagnosis import Diagnosis, Finding
+    from grpo_core.findings_html import STATUS_COLOURS
+
+    diagnosis = Diagnosis([
+        Finding("hacking", "flagged", "reward vs eval/x", steps=(3, 4, 5), evidence="a < b",
+                fix="fix the reward"),
+        Finding("collapse", "ok", "entropy", evidence="entropy held", fix="never shown"),
+    ], run="toy", steps=5, notes=["a note"])
+    page = diagnosis._repr_html_()
+    assert page.count('<tr class="grpo-finding">') == 2
+    assert "<b>toy</b>: 5 steps, flagged: <b>hacking</b>" in page and "a note" in page
+    assert "3-5" in page and "a &lt; b" in page  # steps as text, evidence escaped
+    assert "fix the reward" in page and "never shown" not in page  # a fix only for trouble
+    flagged_colour, ok_colour = STATUS_COLOURS["flagged"][0], STATUS_COLOURS["ok"][0]
+    assert f"color:{flagged_colour}" in page and ">FLAGGED<" in page
+    assert f"color:{ok_colour}" in page and ">OK<" in page
+    assert flagged_colour != ok_colour
+    assert str(diagnosis).startswith("toy: 5 steps, flagged: hacking")  # plain text elsewhere
