@@ -325,12 +325,14 @@ def plot_run(
     """
     if isinstance(metrics, (str, Path)):
         metrics = load_run(metrics)
+    config = None
     if isinstance(metrics, RecordedRun):
         title = title or metrics.name
+        config = metrics.config
         metrics = metrics.records
     records = list(metrics)
     fig = plot_metrics(records, title=title, targets=targets, panels=panels_for(records),
-                       labels=held_out_labels(records))
+                       labels=held_out_labels(records, config))
     if diagnosis is not None:
         axes = {ax.get_title(): ax for ax in fig.axes if ax.get_title()}
         for finding in diagnosis:
@@ -345,21 +347,23 @@ def plot_run(
     return fig
 
 
-def held_out_labels(records: StepMetrics) -> dict[str, str]:
+def held_out_labels(records: StepMetrics, config: Mapping[str, Any] | None = None
+                    ) -> dict[str, str]:
     """Legend labels for the held-out means that say which one is the true score (a reward
     the run did not train on) and which the run trained on: ``{"eval/unit_test_reward":
-    "unit_test_reward (true score)", ...}``."""
+    "unit_test_reward (true score)", ...}``. ``config``: the run's ``config.json``, which
+    names the rewards trained on (else they are read from the metrics)."""
     from grpo_core.diagnosis import find_true_score, trained_rewards
 
-    trained = set(trained_rewards(records))
+    trained = trained_rewards(records, dict(config) if config else None)
     try:
-        true_score = find_true_score(records)
+        true_score = find_true_score(records, trained)
     except ValueError:  # several candidates: name none of them the true score
         true_score = None
     labels = {}
     for key in eval_mean_keys(records):
         name = key.removeprefix("eval/")
-        role = ("true score" if key == true_score else "trained on" if name in trained
+        role = ("true score" if key == true_score else "trained on" if name in set(trained)
                 else "not trained on")
         labels[key] = f"{name} ({role})"
     return labels

@@ -304,8 +304,8 @@ def test_load_run_reads_config_and_plot_run_shades_the_flagged_panel(tmp_path):
     titles = [ax.get_title() for ax in fig.axes]
     panel = next(ax for ax in fig.axes if ax.get_title().startswith("held-out evaluation"))
     assert "hacking: flagged" in panel.get_title() and panel.patches
-    assert [line.get_label() for line in panel.lines] == ["eval/proxy_reward",
-                                                          "eval/unit_test_reward"]
+    assert [line.get_label() for line in panel.lines] == ["proxy_reward (trained on)",
+                                                          "unit_test_reward (true score)"]
     assert "truncated (clipped_ratio)" in titles
 
 
