@@ -7,12 +7,16 @@ import pytest
 
 from tools.notebooks import (
     NOTEBOOK_DIR,
+    START_PAGE,
     copy_markdown,
+    notebook_title,
     out_of_sync,
     paired_scripts,
     refresh_sources,
     shows_source,
+    start_page_stale,
 )
+from tools.widget_snapshot import missing_snapshots, widget_outputs
 
 SCRIPTS = paired_scripts()
 
@@ -57,8 +61,29 @@ def test_no_output_checked_cell_depends_on_the_profile(script):
 
 
 def test_notebook_dir_has_no_strays():
-    notebooks = {p.stem for p in NOTEBOOK_DIR.glob("*.ipynb")}
-    assert notebooks == {s.stem for s in SCRIPTS}, "every .ipynb needs a .py twin and vice versa"
+    notebooks = {p.name for p in NOTEBOOK_DIR.glob("*.ipynb")} - {START_PAGE}
+    assert notebooks == {f"{s.stem}.ipynb" for s in SCRIPTS}, (
+        "every .ipynb needs a .py twin and vice versa")
+
+
+def test_start_page_lists_the_course_in_order():
+    assert start_page_stale(SCRIPTS) is None
+    page = nbformat.read(NOTEBOOK_DIR / START_PAGE, as_version=4)
+    assert all(cell.cell_type == "markdown" for cell in page.cells)  # nothing to run
+    text = "\n".join(cell.source for cell in page.cells)
+    links = [text.index(f"]({s.stem}.ipynb)") for s in SCRIPTS]
+    assert links == sorted(links)  # every notebook, in course order
+    assert f"[{notebook_title(SCRIPTS[0])}](00_setup.ipynb)" in text
+    assert "`cpu` profile" in text and "GRPO_PROFILE=smoke make lab" in text
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_committed_widgets_carry_their_state_and_a_static_picture(script):
+    """A widget output shows its picture where no kernel runs it (JupyterLab before the kernel
+    starts, nbviewer, GitHub), never only its repr; rebuild with `make notebooks`, or add the
+    pictures to an executed notebook with `python tools/notebooks.py snapshots NAME`."""
+    notebook = nbformat.read(script.with_suffix(".ipynb"), as_version=4)
+    assert missing_snapshots(notebook) == [], f"{len(widget_outputs(notebook))} widget outputs"
 
 
 def test_copy_markdown_keeps_outputs_and_refuses_code_changes(tmp_path):
