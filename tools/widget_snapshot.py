@@ -14,7 +14,9 @@ tests, with no kernel and no ipywidgets.
 
 from __future__ import annotations
 
+import base64
 import html
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -120,8 +122,29 @@ def _checkbox(model_state: Mapping[str, Any], _state: State) -> str:
     return _greyed(model_state, f"{mark} {html.escape(model_state.get('description') or '')}")
 
 
+SVG = re.compile(r"<svg\b.*?</svg>", re.DOTALL)
+SVG_NAMESPACE = 'xmlns="http://www.w3.org/2000/svg"'
+
+
+def svg_as_image(markup: str) -> str:
+    """Every inline ``<svg>`` in ``markup`` as an ``<img>`` holding it as a data URI.
+
+    JupyterLab sanitizes the HTML of a notebook it does not trust (any notebook opened from
+    disk) and drops inline SVG; an image survives, and an SVG shown as an image cannot run
+    anything, so the group widget's bars still show."""
+    def as_image(match: re.Match) -> str:
+        svg = match.group(0)
+        if SVG_NAMESPACE not in svg:  # a standalone SVG document needs its namespace
+            svg = svg.replace("<svg", f"<svg {SVG_NAMESPACE}", 1)
+        data = base64.b64encode(svg.encode()).decode()
+        return f'<img alt="chart" style="display:block" src="data:image/svg+xml;base64,{data}"/>'
+
+    return SVG.sub(as_image, markup)
+
+
 def _html(model_state: Mapping[str, Any], _state: State) -> str:
-    return _greyed(model_state, _label(model_state) + str(model_state.get("value", "")))
+    return _greyed(model_state,
+                   _label(model_state) + svg_as_image(str(model_state.get("value", ""))))
 
 
 def _plain(model_state: Mapping[str, Any], _state: State) -> str:
@@ -146,7 +169,7 @@ def output_html(output: Mapping[str, Any]) -> str:
             return (f'<img style="max-width:100%" alt="figure" '
                     f'src="data:{mime};base64,{_joined(data[mime]).strip()}"/>')
     if "text/html" in data:
-        return _joined(data["text/html"])
+        return svg_as_image(_joined(data["text/html"]))
     if "text/plain" in data:
         return f'<pre style="margin:0">{html.escape(_joined(data["text/plain"]))}</pre>'
     return ""
