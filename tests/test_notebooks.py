@@ -130,3 +130,20 @@ def test_refresh_sources_reruns_only_the_code_listings(tmp_path):
     assert shows_source("import inspect\nprint(inspect.getsource(len))")
     assert not shows_source("print(inspect.getsource(len))\nprint(1)")
     assert not shows_source("x = (")
+
+
+def test_build_pictures_a_finished_progress_bar_in_its_final_state(tmp_path):
+    """The build step (a real kernel): a tqdm bar in the committed notebook shows 3/3 and a
+    full bar where no kernel runs it, not the "0/3" its text repr was frozen at."""
+    from tools.notebooks import build
+
+    script = tmp_path / "99_toy.py"
+    script.write_text("# %%\nfrom tqdm.auto import tqdm\n\nfor _ in tqdm(range(3), desc='steps'):\n"
+                      "    pass\n")
+    build(script, timeout_s=120)
+    notebook = nbformat.read(script.with_suffix(".ipynb"), as_version=4)
+    (output,) = widget_outputs(notebook)
+    assert "0/3" in output.data["text/plain"]  # what the repr alone would show
+    assert missing_snapshots(notebook) == []
+    picture = output.data["text/html"]
+    assert "3/3" in picture and "width:100.0%" in picture and "steps" in picture
