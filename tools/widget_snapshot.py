@@ -68,10 +68,15 @@ def _greyed(state: Mapping[str, Any], body: str) -> str:
 
 
 def _box(model_state: Mapping[str, Any], state: State, direction: str) -> str:
-    children = "".join(render_model(_model_id(child), state)
-                       for child in model_state.get("children", []))
-    return (f'<div style="display:flex;flex-flow:{direction} wrap;gap:.2em .8em;'
-            f'align-items:flex-start">{children}</div>')
+    """A row (``HBox``) as inline blocks that wrap at narrow widths, a column (``VBox``) as
+    blocks. No flexbox: JupyterLab's sanitizer drops ``flex-flow``, and a column of flex
+    items would then lie in one row."""
+    children = [render_model(_model_id(child), state) for child in model_state.get("children", [])]
+    if direction == "column":
+        return "<div>" + "".join(f"<div>{child}</div>" for child in children) + "</div>"
+    return "<div>" + "".join(
+        f'<div style="display:inline-block;vertical-align:top;margin-right:1em">{child}</div>'
+        for child in children) + "</div>"
 
 
 def _progress(model_state: Mapping[str, Any], _state: State) -> str:
