@@ -41,8 +41,11 @@ browser: $(BROWSER_STAMP)
 # Jupyter refuses to run as root without --allow-root (CI, containers, Colab-like machines).
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
+# tools/lab_config/: hide the .py twins from the file browser, no news pop-up; open the start page
+LAB_CONFIG := JUPYTER_CONFIG_PATH=$(CURDIR)/tools/lab_config$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH),)
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=notebooks $(ALLOW_ROOT) $(LAB_ARGS)
+	$(LAB_CONFIG) $(BIN)/jupyter lab --notebook-dir=notebooks \
+		--LabApp.default_url=/lab/tree/START_HERE.ipynb $(ALLOW_ROOT) $(LAB_ARGS)
 
 # Unit tests and every notebook (nbval, lax mode) in the smoke profile, offline.
 test: $(STAMP) $(BROWSER_STAMP)

@@ -222,6 +222,12 @@ class Diagnosis:
     def __repr__(self) -> str:
         return f"Diagnosis(run={self.run!r}, steps={self.steps}, flagged={self.symptoms})"
 
+    def _repr_html_(self) -> str:
+        """In a notebook: a table coloured by status (``grpo_core.findings_html``)."""
+        from grpo_core.findings_html import diagnosis_html
+
+        return diagnosis_html(self)
+
 
 def _ranks(values: Sequence[float]) -> list[float]:
     order = sorted(range(len(values)), key=lambda i: values[i])

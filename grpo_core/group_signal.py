@@ -318,7 +318,7 @@ def plot_signal(report: SignalReport, ks: Sequence[int] = (2, 4, 8, 16), *,
     """
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(11, 3.6), layout="constrained")
+    fig = Figure(figsize=(11, 3.6), dpi=120, layout="constrained")  # as grpo_core.plots.DPI
     left, right = fig.subplots(1, 2, width_ratios=[3, 2])
     order = torch.argsort(report.group_means, descending=True, stable=True).tolist()
     for x, index in enumerate(order):

@@ -40,6 +40,8 @@ PANELS: list[tuple[str, list[str], str | None]] = [
     ("clip ratio", ["clip_ratio/region_mean"], None),
     ("entropy", ["entropy"], None),
 ]
+DPI = 120  # readable on a laptop screen without zooming
+FONT_TITLE, FONT_SMALL = 11, 9
 LABELS = {
     "completions/mean_length": "tokens",
     "completions/mean_chars": "characters",
@@ -53,6 +55,7 @@ def plot_metrics(
     title: str | None = None,
     targets: dict[str, float] | None = None,
     panels: Sequence[tuple[str, list[str], str | None]] = PANELS,
+    labels: Mapping[str, str] | None = None,
 ):
     """A grid of curves, one panel per metric group, with the step on the x axis.
 
@@ -62,7 +65,9 @@ def plot_metrics(
         title: a figure title.
         targets: ``{metric: value}`` drawn as dashed horizontal lines (e.g. 20 characters).
         panels: ``(title, left keys, right key)`` triples; ``PANELS`` by default. A panel
-            whose metrics never appear (``kl`` when beta = 0) says so instead of plotting.
+            whose metrics never appear (``kl`` when beta = 0) is left out, so no panel is
+            empty; with nothing logged yet the first panel stays and says so.
+        labels: legend labels for metric keys, over ``LABELS`` (e.g. "(true score)").
 
     Returns:
         a ``matplotlib.figure.Figure``.
@@ -70,12 +75,14 @@ def plot_metrics(
     from matplotlib.figure import Figure
 
     targets = targets or {}
-    columns = 3
+    labels = {**LABELS, **(labels or {})}
+    panels = logged_panels(records, panels)
+    columns = min(3, len(panels))
     rows = -(-len(panels) // columns)
-    fig = Figure(figsize=(4.2 * columns, 2.8 * rows), layout="constrained")
+    fig = Figure(figsize=(4.2 * columns, 3.0 * rows), dpi=DPI, layout="constrained")
     axes = fig.subplots(rows, columns, squeeze=False).ravel()
     for ax, (name, left_keys, right_key) in zip(axes, panels, strict=False):
-        _draw_panel(ax, records, name, left_keys, right_key, targets)
+        _draw_panel(ax, records, name, left_keys, right_key, targets, labels)
     for ax in axes[len(panels):]:
         ax.set_visible(False)
     if title:
@@ -83,35 +90,56 @@ def plot_metrics(
     return fig
 
 
-def _draw_panel(ax, records, name, left_keys, right_key, targets) -> None:
-    ax.set_title(name, fontsize=10)
-    ax.set_xlabel("step", fontsize=8)
-    ax.tick_params(labelsize=8)
+def logged_panels(records: StepMetrics, panels: Sequence[tuple[str, list[str], str | None]]
+                  ) -> list[tuple[str, list[str], str | None]]:
+    """The panels with at least one of their metrics in ``records`` (all of them missing:
+    the first panel, which then says nothing is logged yet)."""
+    logged = [panel for panel in panels
+              if any(series(records, key)[0] for key in [*panel[1], panel[2]] if key)]
+    return logged or list(panels[:1])
+
+
+def style_axis(ax) -> None:
+    """What every panel shares: integer steps on the x axis (a 2-step run reads 1, 2, not
+    0.96-1.04) and readable tick labels."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.set_xlabel("step", fontsize=FONT_SMALL)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.tick_params(labelsize=FONT_SMALL)
+
+
+def _draw_panel(ax, records, name, left_keys, right_key, targets, labels) -> None:
+    ax.set_title(name, fontsize=FONT_TITLE)
+    style_axis(ax)
     drawn = 0
     for key in left_keys:
         steps, values = series(records, key)
         if steps:
             sems = sem_at(records, key, steps)
             if sems is None:
-                ax.plot(steps, values, marker=".", label=LABELS.get(key, key))
+                ax.plot(steps, values, marker=".", label=labels.get(key, key))
             else:
                 ax.errorbar(steps, values, yerr=[2 * s for s in sems], marker=".", capsize=2,
-                            label=f"{LABELS.get(key, key)} (±2 s.e.)")
+                            label=f"{labels.get(key, key)} (±2 s.e.)")
             drawn += 1
         if key in targets:
             ax.axhline(targets[key], linestyle="--", color="gray", linewidth=1)
-    if drawn > 1:
-        ax.legend(fontsize=7)
+    if drawn > 1:  # below the panel, not over its data
+        ax.legend(fontsize=FONT_SMALL, loc="upper center", bbox_to_anchor=(0.5, -0.22),
+                  ncols=1, frameon=False)
     if right_key is not None:
         steps, values = series(records, right_key)
         if steps:
             twin = ax.twinx()
-            twin.plot(steps, values, color="tab:orange", marker=".", label=LABELS.get(right_key))
-            twin.set_ylabel(LABELS.get(right_key, right_key), color="tab:orange", fontsize=8)
-            twin.tick_params(labelsize=8)
+            twin.plot(steps, values, color="tab:orange", marker=".",
+                      label=labels.get(right_key, right_key))
+            twin.set_ylabel(labels.get(right_key, right_key), color="tab:orange",
+                            fontsize=FONT_SMALL)
+            twin.tick_params(labelsize=FONT_SMALL)
             if right_key in targets:
                 twin.axhline(targets[right_key], linestyle="--", color="tab:orange", linewidth=1)
-            ax.set_ylabel(LABELS.get(left_keys[0], ""), color="tab:blue", fontsize=8)
+            ax.set_ylabel(labels.get(left_keys[0], ""), color="tab:blue", fontsize=FONT_SMALL)
             drawn += 1
     if name == "reward":
         steps, means = series(records, "reward")
@@ -121,8 +149,8 @@ def _draw_panel(ax, records, name, left_keys, right_key, targets) -> None:
             high = [m + s for m, s in zip(means, stds, strict=True)]
             ax.fill_between(steps, low, high, alpha=0.2, label="± batch std")
     if not drawn:
-        ax.text(0.5, 0.5, "not logged\n(e.g. kl needs beta > 0)", ha="center", va="center",
-                transform=ax.transAxes, fontsize=8, color="gray")
+        ax.text(0.5, 0.5, "nothing logged yet", ha="center", va="center",
+                transform=ax.transAxes, fontsize=FONT_SMALL, color="gray")
 
 
 def sem_at(records: StepMetrics, key: str, steps: Sequence[int]) -> list[float] | None:
@@ -136,7 +164,7 @@ def sem_at(records: StepMetrics, key: str, steps: Sequence[int]) -> list[float] 
 def figure_png(fig) -> bytes:
     """The figure as PNG bytes."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=90)
+    fig.savefig(buffer, format="png", dpi=DPI)
     return buffer.getvalue()
 
 
@@ -297,11 +325,14 @@ def plot_run(
     """
     if isinstance(metrics, (str, Path)):
         metrics = load_run(metrics)
+    config = None
     if isinstance(metrics, RecordedRun):
         title = title or metrics.name
+        config = metrics.config
         metrics = metrics.records
     records = list(metrics)
-    fig = plot_metrics(records, title=title, targets=targets, panels=panels_for(records))
+    fig = plot_metrics(records, title=title, targets=targets, panels=panels_for(records),
+                       labels=held_out_labels(records, config))
     if diagnosis is not None:
         axes = {ax.get_title(): ax for ax in fig.axes if ax.get_title()}
         for finding in diagnosis:
@@ -311,9 +342,31 @@ def plot_run(
             color = "tab:red" if finding.flagged else "tab:orange"
             for start, end in _spans(finding.steps):
                 ax.axvspan(start - 0.5, end + 0.5, color=color, alpha=0.15, linewidth=0)
-            ax.set_title(f"{ax.get_title()}\n{finding.symptom}: {finding.status}", fontsize=9,
-                         color=color)
+            ax.set_title(f"{ax.get_title()}\n{finding.symptom}: {finding.status}",
+                         fontsize=FONT_TITLE - 1, color=color)
     return fig
+
+
+def held_out_labels(records: StepMetrics, config: Mapping[str, Any] | None = None
+                    ) -> dict[str, str]:
+    """Legend labels for the held-out means that say which one is the true score (a reward
+    the run did not train on) and which the run trained on: ``{"eval/unit_test_reward":
+    "unit_test_reward (true score)", ...}``. ``config``: the run's ``config.json``, which
+    names the rewards trained on (else they are read from the metrics)."""
+    from grpo_core.diagnosis import find_true_score, trained_rewards
+
+    trained = trained_rewards(records, dict(config) if config else None)
+    try:
+        true_score = find_true_score(records, trained)
+    except ValueError:  # several candidates: name none of them the true score
+        true_score = None
+    labels = {}
+    for key in eval_mean_keys(records):
+        name = key.removeprefix("eval/")
+        role = ("true score" if key == true_score else "trained on" if name in set(trained)
+                else "not trained on")
+        labels[key] = f"{name} ({role})"
+    return labels
 
 
 def _spans(steps: Sequence[int]) -> list[tuple[int, int]]:
@@ -361,7 +414,8 @@ def compare_runs(
     keys = [key for key in keys if any(series(records, key)[0] for records in runs.values())]
     if not keys:
         raise ValueError("none of the runs logged any of the metrics asked for")
-    fig = Figure(figsize=(4.2 * min(len(keys), 3), 3.0 * -(-len(keys) // 3)), layout="constrained")
+    fig = Figure(figsize=(4.2 * min(len(keys), 3), 3.0 * -(-len(keys) // 3)), dpi=DPI,
+                 layout="constrained")
     axes = fig.subplots(-(-len(keys) // 3), min(len(keys), 3), squeeze=False).ravel()
     for ax, key in zip(axes, keys, strict=False):
         for index, (label, records) in enumerate(runs.items()):
@@ -379,9 +433,8 @@ def compare_runs(
                                 color=colour, alpha=0.15, linewidth=0)
             if label in expected.get(key, {}):
                 ax.axhline(expected[key][label], color=colour, linestyle="--", linewidth=1)
-        ax.set_title(key + (f" ({window}-step mean)" if window > 1 else ""), fontsize=10)
-        ax.set_xlabel("step", fontsize=8)
-        ax.tick_params(labelsize=8)
+        ax.set_title(key + (f" ({window}-step mean)" if window > 1 else ""), fontsize=FONT_TITLE)
+        style_axis(ax)
     for ax in axes[len(keys):]:
         ax.set_visible(False)
     legend: dict[str, Any] = {}  # one entry per run, from whichever panel has its line
@@ -389,7 +442,7 @@ def compare_runs(
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             legend.setdefault(label, handle)
     fig.legend(list(legend.values()), list(legend), loc="outside lower center",
-               ncols=min(len(legend), 4), fontsize=8)
+               ncols=min(len(legend), 4), fontsize=FONT_SMALL)
     if title:
         fig.suptitle(title)
     return fig

@@ -270,7 +270,7 @@ for name, adv in advantages_by_fn.items():
     start = time.perf_counter()
     loss, norms[name] = gradient_norm(adv)
     print(f"{name:19} advantages {adv.numpy().round(2)}\n"
-          f"{'':19} loss {loss:+.6f}   gradient norm {norms[name]!r}   "
+          f"{'':19} loss {loss:+.6f}   gradient norm {norms[name]:.4g}   "
           f"(forward + backward {time.perf_counter() - start:.1f} s)")
 
 assert norms["says_banana_reward"] == 0.0  # exactly, in every one of the weights

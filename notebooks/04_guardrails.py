@@ -189,7 +189,7 @@ input_ids = torch.cat([rollout.prompt_ids, rollout.completion_ids], dim=1)
 attention_mask = torch.cat([rollout.prompt_mask, rollout.completion_mask], dim=1)
 width, mask = rollout.completion_ids.size(1), rollout.completion_mask
 print(f"sampled {rollout.group_size} completions in {generation_s:.1f} s; "
-      f"rewards {rewards.tolist()}; advantages {advantages.numpy().round(2).tolist()}")
+      f"rewards {rewards.tolist()}; advantages {[round(a, 2) for a in advantages.tolist()]}")
 
 # %% [markdown]
 # In a GRPO step that uses its rollout once (TRL's default, `num_iterations=1`), the old
@@ -261,6 +261,8 @@ print(table.round(4).to_string())
 # the drift of the earlier ones. The token ratios, step by step (dashed: the clip band):
 
 # %%
+from matplotlib.ticker import MaxNLocator, NullLocator
+
 figure, axis = plt.subplots(figsize=(7, 3.2))
 for update, ratio in enumerate(ratios_by_step, start=1):
     jitter = update + 0.25 * (torch.rand(ratio.numel()) - 0.5)
@@ -268,6 +270,9 @@ for update, ratio in enumerate(ratios_by_step, start=1):
 for edge in (0.8, 1.2):
     axis.axhline(edge, color="#999", ls="--", lw=1)
 axis.set_yscale("log")
+axis.yaxis.set_major_locator(MaxNLocator(7))  # 0.8, 1.0, 1.2 ... rather than only "10^0"
+axis.yaxis.set_minor_locator(NullLocator())
+axis.yaxis.set_major_formatter("{x:.2g}")
 axis.set_xticks(range(1, 5))
 axis.set_xlabel("update on the same rollout")
 axis.set_ylabel("token ratio ρ (log scale)")

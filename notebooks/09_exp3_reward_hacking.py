@@ -358,7 +358,7 @@ if recorded is not None:
 # %%
 if recorded is not None:
     recorded_diagnosis = diagnose(recorded)
-    print(recorded_diagnosis)
+    display(recorded_diagnosis)
     display(Image(figure_png(plot_run(recorded, recorded_diagnosis))))
 
 # %% [markdown]

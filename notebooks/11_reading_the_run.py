@@ -418,7 +418,7 @@ for planted_symptom, rows in toy_runs.items():
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(diagnose(toy_runs["hacking"], name="toy hacking run"))
+diagnose(toy_runs["hacking"], name="toy hacking run")  # a table in a notebook, text in print()
 
 # %% [markdown]
 # `plot_run` draws the curves with the live plot's own code (`grpo_core.plots.plot_metrics`,
@@ -460,7 +460,7 @@ if runs:
 diagnoses = {}
 for run in runs:
     diagnoses[run.name] = diagnose(run)
-    print(diagnoses[run.name], end="\n\n")
+    display(diagnoses[run.name])
     display(Image(figure_png(plot_run(run, diagnoses[run.name]))))
 
 # %% [markdown]

@@ -1,11 +1,19 @@
-"""The group-variation widget in a real JupyterLab, driven by headless Chromium as a learner would.
+"""The course in a real JupyterLab, driven by headless Chromium as a learner would.
 
-Starts its own JupyterLab (a temporary copy of ``notebooks/03_group_baseline.ipynb`` as its root,
-a free port, a fresh config), opens the notebook in Debian's ``chromium`` through Playwright
-(``executable_path``: Playwright never downloads a browser here), runs the notebook's cells up to
-and including the widget, picks the "too easy" preset and checks that the page then shows every
-advantage as 0.00 and the no-signal message. A screenshot lands in ``out/test_browser/`` (or
-``$GRPO_TEST_OUTPUT/test_browser/``).
+Starts its own JupyterLab (a free port, a fresh config) over temporary copies of notebooks 03
+and 09, opens them in Debian's ``chromium`` through Playwright (``executable_path``:
+Playwright never downloads a browser here) and checks, with screenshots in
+``out/test_browser/`` (or ``$GRPO_TEST_OUTPUT/test_browser/``):
+
+- notebook 03 opened before running anything shows the group widget's static picture (drawn
+  from its stored state, ``tools/widget_snapshot.py``), not its repr;
+- after running the cells up to the widget, the "too easy" preset shows every advantage as
+  0.00 and the no-signal message; a typed value out of range shows an error that goes away
+  once a slider moves;
+- at 1000 px wide no toggle covers a slider's readout;
+- the clip widget (a cell the test adds to its copy): while "ε_high = ε" is ticked the greyed
+  ε_high follows ε, and unticking keeps the band;
+- notebook 09's recorded run, with the held-out panel and its legend.
 
 A second test opens a one-cell notebook with the run explorer (``run_explorer``) on experiment
 3's recorded run, moves its step slider (typing the step into the slider's readout, as a
@@ -38,12 +46,21 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = REPO_ROOT / "notebooks" / "03_group_baseline.ipynb"
+RUN_NOTEBOOK = REPO_ROOT / "notebooks" / "09_exp3_reward_hacking.ipynb"
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 OUTPUT_DIR = Path(os.environ.get("GRPO_TEST_OUTPUT", REPO_ROOT / "out")) / "test_browser"
 SCREENSHOT = OUTPUT_DIR / "03_group_baseline_too_easy.png"
 EXPLORER_NOTEBOOK = "run_explorer.ipynb"
 EXPLORER_RUN = "exp3-hacking-cpu"  # experiment 3: the proxy climbs, the true score does not
+SCREENSHOTS = {
+    "before running": OUTPUT_DIR / "03_group_baseline_before_running.png",
+    "group at 1000 px": OUTPUT_DIR / "03_group_widget_1000px.png",
+    "clip at 1000 px": OUTPUT_DIR / "04_clip_widget_1000px.png",
+    "held-out panel": OUTPUT_DIR / "09_recorded_run_held_out_legend.png",
+}
 WIDGET_CELL_MARK = "group_variation_widget(k=4)"
+CLIP_CELL_MARK = "clip_widget()  # added by the browser test"
+RUN_CELL_MARK = "plot_run(recorded, recorded_diagnosis)"
 CHROMIUM_ARGS = [
     "--no-sandbox",  # root in containers and CI
     "--disable-gpu",
@@ -97,6 +114,23 @@ def _write_explorer_notebook(path: Path, run: str) -> None:
         "name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}}), path)
 
 
+def _copy_with_clip_cell(source: Path, target: Path) -> None:
+    """Copy notebook 03 with its widget snapshots drawn (as ``make notebooks`` writes them)
+    and a clip-widget cell after the group widget's, so one kernel serves both widgets
+    (notebook 04's cells above its clip widget load the model)."""
+    import nbformat
+
+    from tools.widget_snapshot import add_snapshots
+
+    notebook = nbformat.read(source, as_version=4)
+    add_snapshots(notebook)
+    index = next(i for i, cell in enumerate(notebook.cells) if WIDGET_CELL_MARK in cell.source)
+    clip_cell = nbformat.v4.new_code_cell(f"from grpo_core.widgets import clip_widget\n\n"
+                                          f"{CLIP_CELL_MARK}")
+    notebook.cells.insert(index + 1, clip_cell)
+    nbformat.write(notebook, target)
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -115,7 +149,9 @@ def lab_server(browser_requirements, scratch):
     """A JupyterLab serving a temporary copy of notebook 03; yields ``(base_url, token)``."""
     root = scratch / "root"
     root.mkdir()
-    shutil.copy(NOTEBOOK, root / NOTEBOOK.name)  # autosave must never touch the repository file
+    # copies: autosave must never touch the repository's files
+    _copy_with_clip_cell(NOTEBOOK, root / NOTEBOOK.name)
+    shutil.copy(RUN_NOTEBOOK, root / RUN_NOTEBOOK.name)
     _write_explorer_notebook(root / EXPLORER_NOTEBOOK, _explorer_run())
     config = scratch / "jupyter-config"
     (config / "labconfig").mkdir(parents=True)
@@ -172,7 +208,37 @@ def lab_server(browser_requirements, scratch):
         log.close()
 
 
-def test_too_easy_preset_shows_zero_advantages_and_no_signal(lab_server, scratch):
+def _overlaps(a: dict, b: dict) -> bool:
+    """Do two bounding boxes (Playwright's ``bounding_box()``) intersect?"""
+    return (a["x"] < b["x"] + b["width"] and b["x"] < a["x"] + a["width"]
+            and a["y"] < b["y"] + b["height"] and b["y"] < a["y"] + a["height"])
+
+
+def _assert_nothing_covers_a_readout(cell) -> None:
+    readouts = [r.bounding_box() for r in cell.locator(".widget-readout").all()]
+    toggles = [t.bounding_box() for t in cell.locator(".widget-toggle-buttons").all()]
+    assert readouts and toggles
+    for readout in readouts:
+        for toggle in toggles:
+            assert not _overlaps(readout, toggle), (readout, toggle)
+
+
+def _set_readout(slider, value: str, page) -> None:
+    """Type a value into a slider's readout (editable in ipywidgets 8), as a learner can."""
+    readout = slider.locator(".widget-readout")
+    readout.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.type(value)
+    page.keyboard.press("Enter")
+
+
+def _screenshot(locator, name: str) -> None:
+    OUTPUT_DIR.mkdir(parents=True, exist_ok=True)
+    locator.scroll_into_view_if_needed()
+    locator.screenshot(path=str(SCREENSHOTS[name]), animations="disabled")
+
+
+def test_the_course_in_a_browser(lab_server, scratch):
     from playwright.sync_api import expect, sync_playwright
 
     base, token = lab_server
@@ -190,10 +256,20 @@ def test_too_easy_preset_shows_zero_advantages_and_no_signal(lab_server, scratch
             page.goto(f"{base}/lab/tree/{NOTEBOOK.name}?reset&token={token}")
             page.locator(".jp-Notebook").first.wait_for()
             expect(page.locator("#jp-main-statusbar")).to_contain_text("Idle", timeout=90_000)
+            widget_cell = page.locator(".jp-CodeCell").filter(has_text=WIDGET_CELL_MARK).first
+
+            # before running anything: the stored picture, not "VBox(children=..."
+            snapshot = widget_cell.locator(".grpo-widget-snapshot")
+            expect(snapshot).to_be_visible()
+            expect(snapshot.locator(".grpo-adv")).to_have_count(4)
+            bars = snapshot.locator('img[alt="chart"]')  # the bars survive the sanitizer
+            expect(bars).to_have_count(1)
+            assert bars.evaluate("image => image.complete && image.naturalWidth > 0")
+            expect(widget_cell.locator(".jp-OutputArea")).not_to_contain_text("VBox(children")
+            _screenshot(widget_cell.locator(".jp-Cell-outputArea"), "before running")
 
             # run every cell up to and including the widget, as a learner would: select the
             # widget's cell, "Run All Above Selected Cell", then run the cell itself
-            widget_cell = page.locator(".jp-CodeCell").filter(has_text=WIDGET_CELL_MARK).first
             widget_cell.locator(".jp-InputPrompt").click()
             page.get_by_role("menuitem", name="Run", exact=True).click()
             page.get_by_role("menuitem", name="Run All Above Selected Cell").click()
@@ -208,15 +284,57 @@ def test_too_easy_preset_shows_zero_advantages_and_no_signal(lab_server, scratch
             expect(widget_cell.locator(".grpo-adv")).to_have_text(["0.00"] * 4)
             expect(widget_cell.locator(".grpo-no-signal")).to_contain_text("no learning signal")
             expect(widget_cell.locator(".widget-readout")).to_have_text(["2.0"] * 4)
-
-            OUTPUT_DIR.mkdir(parents=True, exist_ok=True)
             output = widget_cell.locator(".jp-Cell-outputArea")
+            OUTPUT_DIR.mkdir(parents=True, exist_ok=True)
             output.scroll_into_view_if_needed()
             output.screenshot(path=str(SCREENSHOT), animations="disabled")
+
+            # a typed value out of range: an error; a slider moved next: the error is gone
+            text_box = widget_cell.locator(".widget-text input")
+            text_box.fill("0, 9, 1, 1")
+            text_box.press("Enter")
+            error = widget_cell.locator(".widget-html").filter(has_text="each reward must lie")
+            expect(error).to_have_count(1)
+            _set_readout(widget_cell.locator(".widget-slider").nth(1), "1.5", page)
+            expect(widget_cell.locator(".widget-readout").nth(1)).to_have_text("1.5")
+            expect(error).to_have_count(0)
+            expect(text_box).to_have_value("2, 1.5, 2, 2")
+
+            # 1000 px wide: the rows wrap, no toggle covers a readout
+            page.set_viewport_size({"width": 1000, "height": 1000})
+            page.wait_for_timeout(500)  # the layout settles after the resize
+            _assert_nothing_covers_a_readout(widget_cell)
+            _screenshot(output, "group at 1000 px")
+
+            # the clip widget: while tied, the greyed ε_high follows ε; unticking keeps it
+            clip_cell = page.locator(".jp-CodeCell").filter(has_text=CLIP_CELL_MARK).first
+            clip_cell.locator(".jp-InputPrompt").click()
+            page.keyboard.press("Shift+Enter")
+            epsilon, epsilon_high = (
+                clip_cell.locator(".widget-slider").filter(has_text=name).first
+                for name in ("ε", "ε_high"))
+            expect(epsilon_high.locator(".widget-readout")).to_have_text("0.20", timeout=120_000)
+            _set_readout(epsilon, "0.3", page)
+            expect(epsilon_high.locator(".widget-readout")).to_have_text("0.30")
+            expect(clip_cell.locator(".jp-Cell-outputArea")).to_contain_text("ratio > 1.30")
+            clip_cell.locator(".widget-checkbox input").uncheck()
+            expect(clip_cell.locator(".jp-Cell-outputArea")).to_contain_text("ratio > 1.30")
+            expect(epsilon_high.locator(".widget-readout")).to_have_text("0.30")
+            _assert_nothing_covers_a_readout(clip_cell)
+            _screenshot(clip_cell.locator(".jp-Cell-outputArea"), "clip at 1000 px")
+
+            # a recorded run as committed: the held-out panel with its legend
+            page.set_viewport_size({"width": 1400, "height": 1000})
+            page.goto(f"{base}/lab/tree/{RUN_NOTEBOOK.name}?reset&token={token}")
+            run_cell = page.locator(".jp-CodeCell").filter(has_text=RUN_CELL_MARK).first
+            figure = run_cell.locator(".jp-OutputArea-output img").last
+            figure.wait_for()
+            _screenshot(figure, "held-out panel")
         finally:
             browser.close()
-    assert SCREENSHOT.stat().st_size > 10_000
-    print(f"screenshot: {SCREENSHOT}")
+    for path in [SCREENSHOT, *SCREENSHOTS.values()]:
+        assert path.stat().st_size > 10_000, path
+    print(f"screenshots: {OUTPUT_DIR}")
 
 
 def _launch(playwright, scratch: Path):

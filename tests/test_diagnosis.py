@@ -305,8 +305,8 @@ def test_load_run_reads_config_and_plot_run_shades_the_flagged_panel(tmp_path):
     titles = [ax.get_title() for ax in fig.axes]
     panel = next(ax for ax in fig.axes if ax.get_title().startswith("held-out evaluation"))
     assert "hacking: flagged" in panel.get_title() and panel.patches
-    assert [line.get_label() for line in panel.lines] == ["eval/proxy_reward",
-                                                          "eval/unit_test_reward"]
+    assert [line.get_label() for line in panel.lines] == ["proxy_reward (trained on)",
+                                                          "unit_test_reward (true score)"]
     assert "truncated (clipped_ratio)" in titles
 
 
@@ -1159,3 +1159,24 @@ def test_each_gallery_fix_is_not_flagged_for_the_symptom(entry):
         command = FIXED_RUN_COMMANDS.get(entry.fixed_run, f"the run {entry.fixed_run}")
         pytest.skip(f"data/runs/{entry.fixed_run} is not recorded yet: {command}")
     assert entry.symptom not in diagnose(folder).symptoms, str(diagnose(folder))
+
+
+def test_a_diagnosis_renders_as_an_html_table_coloured_by_status():
+    from grpo_core.diagnosis import Diagnosis, Finding
+    from grpo_core.findings_html import STATUS_COLOURS
+
+    diagnosis = Diagnosis([
+        Finding("hacking", "flagged", "reward vs eval/x", steps=(3, 4, 5), evidence="a < b",
+                fix="fix the reward"),
+        Finding("collapse", "ok", "entropy", evidence="entropy held", fix="never shown"),
+    ], run="toy", steps=5, notes=["a note"])
+    page = diagnosis._repr_html_()
+    assert page.count('<tr class="grpo-finding">') == 2
+    assert "<b>toy</b>: 5 steps, flagged: <b>hacking</b>" in page and "a note" in page
+    assert "3-5" in page and "a &lt; b" in page  # steps as text, evidence escaped
+    assert "fix the reward" in page and "never shown" not in page  # a fix only for trouble
+    flagged_colour, ok_colour = STATUS_COLOURS["flagged"][0], STATUS_COLOURS["ok"][0]
+    assert f"color:{flagged_colour}" in page and ">FLAGGED<" in page
+    assert f"color:{ok_colour}" in page and ">OK<" in page
+    assert flagged_colour != ok_colour
+    assert str(diagnosis).startswith("toy: 5 steps, flagged: hacking")  # plain text elsewhere

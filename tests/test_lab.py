@@ -1,9 +1,11 @@
-"""`make lab` starts JupyterLab serving the notebooks (headless, on a free port)."""
+"""`make lab` starts JupyterLab serving the notebooks (headless, on a free port): it opens on the
+start page, hides the jupytext twins from the file browser and shows no news pop-up."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+START_PAGE = "START_HERE.ipynb"
 
 
 def _free_port() -> int:
@@ -69,5 +72,15 @@ def test_make_lab_serves_the_notebooks(running_lab):
     status, body = _get(f"{base}/api/contents")
     names = {item["name"] for item in json.loads(body)["content"]}
     assert "00_setup.ipynb" in names  # the server's root is notebooks/
-    status, _ = _get(f"{base}/lab")
+    assert START_PAGE in names
+    # the jupytext twins are out of the learner's way, but still there for jupytext and tools
+    assert not [name for name in names if name.endswith(".py")], sorted(names)
+    status, body = _get(f"{base}/api/contents/00_setup.py?content=0")
+    assert status == 200 and json.loads(body)["name"] == "00_setup.py"
+    status, page = _get(f"{base}/lab")
     assert status == 200
+    config = json.loads(re.search(rb'id="jupyter-config-data"[^>]*>\s*(\{.*?\})\s*</script>', page,
+                                  re.DOTALL).group(1))
+    assert "@jupyterlab/apputils-extension:announcements" in config["disabledExtensions"]
+    with urllib.request.urlopen(f"{base}/", timeout=5) as response:  # follows the redirect
+        assert response.url.endswith(f"/lab/tree/{START_PAGE}")

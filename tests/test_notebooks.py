@@ -7,12 +7,16 @@ import pytest
 
 from tools.notebooks import (
     NOTEBOOK_DIR,
+    START_PAGE,
     copy_markdown,
+    notebook_title,
     out_of_sync,
     paired_scripts,
     refresh_sources,
     shows_source,
+    start_page_stale,
 )
+from tools.widget_snapshot import missing_snapshots, widget_outputs
 
 SCRIPTS = paired_scripts()
 
@@ -57,8 +61,29 @@ def test_no_output_checked_cell_depends_on_the_profile(script):
 
 
 def test_notebook_dir_has_no_strays():
-    notebooks = {p.stem for p in NOTEBOOK_DIR.glob("*.ipynb")}
-    assert notebooks == {s.stem for s in SCRIPTS}, "every .ipynb needs a .py twin and vice versa"
+    notebooks = {p.name for p in NOTEBOOK_DIR.glob("*.ipynb")} - {START_PAGE}
+    assert notebooks == {f"{s.stem}.ipynb" for s in SCRIPTS}, (
+        "every .ipynb needs a .py twin and vice versa")
+
+
+def test_start_page_lists_the_course_in_order():
+    assert start_page_stale(SCRIPTS) is None
+    page = nbformat.read(NOTEBOOK_DIR / START_PAGE, as_version=4)
+    assert all(cell.cell_type == "markdown" for cell in page.cells)  # nothing to run
+    text = "\n".join(cell.source for cell in page.cells)
+    links = [text.index(f"]({s.stem}.ipynb)") for s in SCRIPTS]
+    assert links == sorted(links)  # every notebook, in course order
+    assert f"[{notebook_title(SCRIPTS[0])}](00_setup.ipynb)" in text
+    assert "`cpu` profile" in text and "GRPO_PROFILE=smoke make lab" in text
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_committed_widgets_carry_their_state_and_a_static_picture(script):
+    """A widget output shows its picture where no kernel runs it (JupyterLab before the kernel
+    starts, nbviewer, GitHub), never only its repr; rebuild with `make notebooks`, or add the
+    pictures to an executed notebook with `python tools/notebooks.py snapshots NAME`."""
+    notebook = nbformat.read(script.with_suffix(".ipynb"), as_version=4)
+    assert missing_snapshots(notebook) == [], f"{len(widget_outputs(notebook))} widget outputs"
 
 
 def test_copy_markdown_keeps_outputs_and_refuses_code_changes(tmp_path):
@@ -105,3 +130,20 @@ def test_refresh_sources_reruns_only_the_code_listings(tmp_path):
     assert shows_source("import inspect\nprint(inspect.getsource(len))")
     assert not shows_source("print(inspect.getsource(len))\nprint(1)")
     assert not shows_source("x = (")
+
+
+def test_build_pictures_a_finished_progress_bar_in_its_final_state(tmp_path):
+    """The build step (a real kernel): a tqdm bar in the committed notebook shows 3/3 and a
+    full bar where no kernel runs it, not the "0/3" its text repr was frozen at."""
+    from tools.notebooks import build
+
+    script = tmp_path / "99_toy.py"
+    script.write_text("# %%\nfrom tqdm.auto import tqdm\n\nfor _ in tqdm(range(3), desc='steps'):\n"
+                      "    pass\n")
+    build(script, timeout_s=120)
+    notebook = nbformat.read(script.with_suffix(".ipynb"), as_version=4)
+    (output,) = widget_outputs(notebook)
+    assert "0/3" in output.data["text/plain"]  # what the repr alone would show
+    assert missing_snapshots(notebook) == []
+    picture = output.data["text/html"]
+    assert "3/3" in picture and "width:100.0%" in picture and "steps" in picture

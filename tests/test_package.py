@@ -66,6 +66,7 @@ def test_update_math_imports_torch_but_no_model_library(module):
 
 
 @pytest.mark.parametrize("statement", ["import grpo_core.run_files", "import grpo_core.diagnosis",
+                                       "import grpo_core.findings_html",
                                        "import grpo_core.rewards"])
 def test_file_reading_checks_and_rewards_pull_no_torch(statement):
     loaded = _modules_loaded_by(statement)
@@ -73,6 +74,7 @@ def test_file_reading_checks_and_rewards_pull_no_torch(statement):
 
 
 @pytest.mark.parametrize("module", ["scoring", "evaluation", "group_signal", "plots", "diagnosis",
+                                    "findings_html",
                                     "widgets", "experiments"])
 def test_views_and_reward_calls_never_import_the_loop_unless_they_run_it(module):
     """Reward calling, the evaluator and the views stand apart from the training loop; only

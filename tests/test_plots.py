@@ -35,15 +35,41 @@ def records(n: int, with_kl: bool = False) -> list[dict]:
     return rows
 
 
-def test_plot_has_a_panel_per_metric_group_and_says_when_kl_is_missing():
+def test_plot_has_a_panel_per_logged_metric_group_and_no_empty_one():
     fig = plot_metrics(records(3), title="t", targets={"completions/mean_chars": 20})
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
-    assert titles[:3] == ["reward", "completion length", "frac_reward_zero_std"]
-    kl_axis = next(ax for ax in fig.axes if ax.get_title() == "KL to the reference")
-    assert any("not logged" in t.get_text() for t in kl_axis.texts)
+    assert titles == ["reward", "completion length", "frac_reward_zero_std", "clip ratio",
+                      "entropy"]  # no kl logged (beta = 0): no KL panel
     with_kl = plot_metrics(records(3, with_kl=True))
     kl_axis = next(ax for ax in with_kl.axes if ax.get_title() == "KL to the reference")
     assert kl_axis.lines and not kl_axis.texts
+    nothing_yet = plot_metrics([{"step": 0, "time/eval": 1.0}])
+    (only,) = [ax for ax in nothing_yet.axes if ax.get_visible()]
+    assert any("nothing logged yet" in t.get_text() for t in only.texts)
+
+
+def test_steps_are_whole_numbers_and_figures_are_readable():
+    fig = plot_metrics(records(2))
+    reward = next(ax for ax in fig.axes if ax.get_title() == "reward")
+    ticks = [t for t in reward.get_xticks() if 1 <= t <= 2]
+    assert ticks and all(float(t).is_integer() for t in ticks)  # 1, 2: never 0.96-1.04
+    assert fig.dpi >= 120
+    side_by_side = compare_runs({"a": records(2)}, keys=["entropy"])
+    assert all(float(t).is_integer() for t in side_by_side.axes[0].get_xticks())
+
+
+def test_held_out_panel_has_a_legend_that_names_the_true_score():
+    rows = [{"step": 0, "eval/unit_test_reward": 0.2, "eval/long_function_reward": 0.3}]
+    for step in (1, 2, 3):
+        rows.append({"step": step, "reward": 0.1 * step, "rewards/long_function_reward/mean":
+                     0.1 * step, "rewards/unit_test_reward/mean": 0.2, "entropy": 1.0})
+    rows[-1].update({"eval/unit_test_reward": 0.2, "eval/long_function_reward": 0.6})
+    fig = plot_run(rows)
+    held_out = next(ax for ax in fig.axes if ax.get_title().startswith(HELD_OUT_PANEL))
+    legend = held_out.get_legend()
+    assert legend is not None
+    assert sorted(t.get_text() for t in legend.get_texts()) == [
+        "long_function_reward (trained on)", "unit_test_reward (true score)"]
 
 
 def test_save_curves_writes_a_png(tmp_path):
@@ -130,6 +156,8 @@ def test_a_step_zero_row_without_reward_is_drawn_everywhere(tmp_path):
     assert list(reward.lines[0].get_xdata()) == [1, 2, 3]
     side_by_side = compare_runs({"a": rows, "b": records(3)}, keys=["eval/score", "entropy"])
     assert side_by_side.axes[0].collections  # the band of +-2 standard errors
+    assert len(side_by_side.legends) == 1  # one legend for the figure, none in the panels
+    assert not any(ax.get_legend() for ax in side_by_side.axes)
     plot = LivePlot(every=1, path=tmp_path / "live.png", show=False)
     for row in rows:
         plot(row)

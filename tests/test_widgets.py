@@ -42,7 +42,10 @@ def test_usable_preset_matches_group_advantages():
     assert not summary.no_signal
     assert summary.mean == 1.0
     assert summary.std == pytest.approx(math.sqrt(2 / 3))
-    assert "1 attempt(s) beat the mean" in summary.message
+    assert summary.message == ("signal: 1 attempt beats the mean and gets pushed up, 1 falls "
+                               "short and gets pushed down, 2 sit on the mean.")
+    assert "2 attempts beat the mean and get pushed up, 2 fall short" in group_summary(
+        [0, 0, 2, 2]).message
 
 
 @pytest.mark.parametrize("k", [2, 3, 4, 8, 16])
@@ -235,3 +238,45 @@ def test_clip_and_kl_widgets_recompute_on_change():
     assert max(kl.curves.penalty_k3) > 0
     kl.beta.value = 0.0
     assert max(kl.curves.penalty_k3) == 0.0 and "no reference model" in kl.text.value
+
+
+def test_clip_widget_tied_epsilon_high_follows_epsilon_and_stays_when_untied():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from grpo_core.widgets import clip_widget
+
+    clip = clip_widget()
+    assert clip.same.value and clip.epsilon_high.disabled
+    clip.epsilon.value = 0.3  # tied: the greyed slider reads the ε in use
+    assert clip.epsilon_high.value == 0.3 and clip.curves.band == pytest.approx((0.7, 1.3))
+    clip.same.value = False  # unticking starts from that ε, the band does not jump back
+    assert not clip.epsilon_high.disabled and clip.curves.band == pytest.approx((0.7, 1.3))
+    clip.epsilon.value = 0.1  # untied: ε_high stays where it was
+    assert clip.epsilon_high.value == 0.3 and clip.curves.band == pytest.approx((0.9, 1.3))
+
+
+def test_widget_figures_typeset_their_maths():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from grpo_core.widgets import clip_widget, kl_widget
+
+    for view in (clip_widget(), kl_widget()):
+        (axis,) = view.figure.axes
+        labels = [t.get_text() for t in axis.get_legend().get_texts()]
+        formulas = [label for label in labels if label != "zero gradient"]
+        assert formulas and all(label.count("$") == 2 for label in formulas), labels
+        assert "$" in axis.get_xlabel()
+
+
+def test_widget_rows_wrap_instead_of_squeezing():
+    from grpo_core.widgets import group_variation_widget
+
+    view = group_variation_widget()
+    rows = view.widget.children[:2]
+    for row in rows:
+        assert row.layout.flex_flow == "row wrap"
+        assert all(child.layout.flex == "0 0 auto" for child in row.children)

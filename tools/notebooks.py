@@ -5,9 +5,11 @@ diffs) and committed as ``notebooks/NN_name.ipynb`` executed in the ``cpu`` prof
 reader sees real results.
 
     python tools/notebooks.py build [NAME ...]   # .py -> executed .ipynb (all, or the named ones)
-    python tools/notebooks.py check              # exit 1 if a pair is out of sync
+    python tools/notebooks.py check              # exit 1 if a pair (or START_HERE) is out of sync
+    python tools/notebooks.py start              # rewrite START_HERE.ipynb, the start page
     python tools/notebooks.py markdown NAME ...  # copy prose edits into the executed .ipynb
     python tools/notebooks.py sources NAME ...   # re-run only the cells that print package code
+    python tools/notebooks.py snapshots [NAME ...]  # redraw the widgets' static pictures
 
 This lives outside ``grpo_core`` on purpose: the package knows nothing about notebooks.
 """
@@ -26,6 +28,11 @@ import jupytext
 import nbformat
 from nbclient import NotebookClient
 
+try:  # run as a script (python tools/notebooks.py) or imported as tools.notebooks
+    from tools.widget_snapshot import add_snapshots
+except ImportError:  # pragma: no cover - the script's own folder is on sys.path instead
+    from widget_snapshot import add_snapshots
+
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 FORMATS = "ipynb,py:percent"
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
@@ -39,6 +46,62 @@ def paired_scripts(notebook_dir: Path = NOTEBOOK_DIR) -> list[Path]:
 def cell_signature(notebook: nbformat.NotebookNode) -> list[tuple[str, str]]:
     """(cell type, source) for every cell: what must agree between the two files of a pair."""
     return [(cell.cell_type, cell.source.strip()) for cell in notebook.cells]
+
+
+START_PAGE = "START_HERE.ipynb"  # what `make lab` opens: the path through the course
+START_INTRO = """# GRPO from scratch: start here
+
+Open the notebooks in this order; each one runs on its own. Start with **00 · Setup**: it
+loads the model you will train and says which profile your machine runs. Every notebook is
+already executed, so you can read its results before running anything; run a cell with
+Shift+Enter, or the whole notebook with *Run → Run All Cells*.
+
+**Profiles.** On a laptop the notebooks run in the `cpu` profile (the offline SmolLM2-135M,
+groups of 8): real curves, a few minutes per notebook, up to half an hour for the ones that
+train (03, 07-09) on a 2-core CPU.
+For a quick click-through, start JupyterLab with `GRPO_PROFILE=smoke make lab`: every cell
+runs in seconds, but the runs are far too short to learn anything, so read the committed
+results for that. On a GPU (Colab's badge in each notebook) the `gpu` profile trains
+Qwen3-0.6B at the lecture's scale.
+
+The `.py` files beside the notebooks are their [jupytext](https://jupytext.readthedocs.io)
+twins, for reviewing changes; JupyterLab hides them here. You do not need them.
+"""
+
+
+def notebook_title(script: Path) -> str:
+    """The notebook's title: its first markdown heading, without the ``#``."""
+    first = jupytext.read(script).cells[0].source
+    heading = next((line for line in first.splitlines() if line.startswith("# ")), script.stem)
+    return heading.removeprefix("# ").strip()
+
+
+def start_page(scripts: list[Path]) -> nbformat.NotebookNode:
+    """The start page `make lab` opens: how to use the course, then every notebook in order,
+    each a link with its title. Markdown only: nothing to run."""
+    path = "\n".join(f"- [{notebook_title(script)}]({script.stem}.ipynb)" for script in scripts)
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_markdown_cell(START_INTRO),
+                      nbformat.v4.new_markdown_cell(f"## The path through the course\n\n{path}")]
+    notebook.metadata["kernelspec"] = KERNELSPEC
+    return notebook
+
+
+def write_start_page(scripts: list[Path], notebook_dir: Path = NOTEBOOK_DIR) -> Path:
+    """Write :func:`start_page` to ``notebook_dir/START_HERE.ipynb``."""
+    path = notebook_dir / START_PAGE
+    nbformat.write(start_page(scripts), path)
+    return path
+
+
+def start_page_stale(scripts: list[Path], notebook_dir: Path = NOTEBOOK_DIR) -> str | None:
+    """Why the committed start page differs from the one the notebooks give, or None."""
+    path = notebook_dir / START_PAGE
+    if not path.exists():
+        return f"{START_PAGE} is missing (run: python tools/notebooks.py start)"
+    if cell_signature(nbformat.read(path, as_version=4)) != cell_signature(start_page(scripts)):
+        return f"{START_PAGE} is out of date (run: python tools/notebooks.py start)"
+    return None
 
 
 def out_of_sync(script: Path) -> str | None:
@@ -69,8 +132,21 @@ def build(script: Path, timeout_s: int = 3600) -> float:
         resources={"metadata": {"path": str(script.parent)}},
     )
     client.execute()
+    # a picture of every widget's final state beside its view: what JupyterLab before the
+    # kernel runs, nbviewer and GitHub show instead of the widget's repr or a 0 % progress bar
+    add_snapshots(notebook)
     nbformat.write(notebook, script.with_suffix(".ipynb"))
     return time.perf_counter() - start
+
+
+def redraw_snapshots(notebook_path: Path) -> int:
+    """Add (or redraw) the widget snapshots of an executed notebook from its stored widget
+    state, without executing anything. Returns how many widget outputs got one."""
+    notebook = nbformat.read(notebook_path, as_version=4)
+    written = add_snapshots(notebook)
+    if written:
+        nbformat.write(notebook, notebook_path)
+    return written
 
 
 def copy_markdown(script: Path) -> int:
@@ -155,13 +231,19 @@ def main(argv: list[str] | None = None) -> int:
     markdown_parser.add_argument("names", nargs="+", help="e.g. 02_policy_rollout_reward")
     sources_parser = sub.add_parser("sources", help="re-run only the cells that print package code")
     sources_parser.add_argument("names", nargs="*", help="e.g. 03_group_baseline (default: all)")
+    sub.add_parser("start", help=f"write {START_PAGE} from the notebooks' titles")
+    snapshots_parser = sub.add_parser("snapshots", help="redraw the widgets' static pictures")
+    snapshots_parser.add_argument("names", nargs="*", help="e.g. 03_group_baseline (default: all)")
     args = parser.parse_args(argv)
 
     scripts = paired_scripts()
     if args.command == "check":
-        problems = [p for p in map(out_of_sync, scripts) if p]
+        problems = [p for p in [*map(out_of_sync, scripts), start_page_stale(scripts)] if p]
         print("\n".join(problems) or f"{len(scripts)} notebook pairs in sync")
         return 1 if problems else 0
+    if args.command == "start":
+        print(f"wrote {write_start_page(scripts)}")
+        return 0
     chosen = [s for s in scripts if not args.names or s.stem in args.names]
     unknown = set(args.names) - {s.stem for s in scripts}
     if unknown:
@@ -171,12 +253,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{script.with_suffix('.ipynb').name}: {refresh_sources(script)} code listings "
                   "updated")
         return 0
+    if args.command == "snapshots":
+        for script in chosen:
+            notebook_path = script.with_suffix(".ipynb")
+            print(f"{notebook_path.name}: {redraw_snapshots(notebook_path)} widget snapshots")
+        return 0
     if args.command == "markdown":
         for script in chosen:
             print(f"{script.with_suffix('.ipynb').name}: {copy_markdown(script)} markdown cells "
                   "updated")
         return 0
     print(f"profile: {os.environ.get('GRPO_PROFILE', '(default)')}")
+    write_start_page(scripts)  # titles may have changed
     for script in chosen:
         print(f"executing {script.name} ...", flush=True)
         print(f"  wrote {script.with_suffix('.ipynb').name} in {build(script):.0f} s", flush=True)

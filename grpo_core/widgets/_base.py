@@ -35,6 +35,16 @@ class _View:
         raise AttributeError(name)
 
 
+def wrapping_row(w: Any, children: list[Any]) -> Any:
+    """An ``HBox`` whose children keep their own width and wrap onto the next line when the
+    row is too narrow: without this, flexbox squeezes them and one overlaps the next (the
+    toggles over the sliders' readouts at 1000 px)."""
+    for child in children:
+        child.layout.flex = "0 0 auto"  # never shrink below the content: wrap instead
+    return w.HBox(children, layout=w.Layout(flex_flow="row wrap", align_items="flex-start",
+                                             grid_gap="0.3em 1.5em"))
+
+
 class CurvesView(_View):
     """A curves widget (clip or KL). ``curves`` holds the latest computed curves and ``figure``
     the latest matplotlib figure; ``output`` is the ``Output`` widget it is drawn in."""
@@ -47,7 +57,7 @@ def _draw(view: CurvesView, output: Any, plot) -> None:
     import matplotlib.pyplot as plt
     from IPython.display import display
 
-    figure, axis = plt.subplots(figsize=(6.4, 3.4))
+    figure, axis = plt.subplots(figsize=(6.4, 3.4), dpi=120)  # readable without zooming
     plot(axis)
     figure.tight_layout()
     plt.close(figure)  # shown once, in the Output widget, not again at the end of the cell

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from grpo_core.loss import clipped_surrogate
-from grpo_core.widgets._base import CurvesView, _draw, _ipywidgets
+from grpo_core.widgets._base import CurvesView, _draw, _ipywidgets, wrapping_row
 
 
 @dataclass(frozen=True)
@@ -120,10 +120,9 @@ def _runs(xs: list[float], flags: list[bool]) -> list[tuple[float, float]]:
 
 def plot_clip_curves(axis: Any, curves: ClipCurves) -> None:
     """Draw :class:`ClipCurves` on a matplotlib axis."""
-    axis.plot(curves.ratio, curves.unclipped, "--", color="#777", label="unclipped  ρ·A")
-    axis.plot(
-        curves.ratio, curves.clipped, color="#1565c0", lw=2.2, label="clipped  min(ρA, clip(ρ)A)"
-    )
+    axis.plot(curves.ratio, curves.unclipped, "--", color="#777", label=r"unclipped  $\rho A$")
+    axis.plot(curves.ratio, curves.clipped, color="#1565c0", lw=2.2,
+              label=r"clipped  $\min(\rho A,\ \mathrm{clip}(\rho)\,A)$")
     for i, (start, end) in enumerate(curves.zero_regions):
         axis.axvspan(
             start, end, color="#ef9a9a", alpha=0.35, label="zero gradient" if i == 0 else None
@@ -131,10 +130,10 @@ def plot_clip_curves(axis: Any, curves: ClipCurves) -> None:
     for edge in curves.band:
         axis.axvline(edge, color="#999", lw=0.8, ls=":")
     axis.axvline(1.0, color="#333", lw=0.8)
-    axis.set_xlabel("ratio ρ = π / π_old")
+    axis.set_xlabel(r"ratio $\rho = \pi / \pi_{\mathrm{old}}$")
     axis.set_ylabel("objective (maximised)")
-    band = f"[{curves.band[0]:.2f}, {curves.band[1]:.2f}]"
-    axis.set_title(f"A = {curves.advantage:+g}, clip band {band}")
+    band = f"$[{curves.band[0]:.2f},\\ {curves.band[1]:.2f}]$"
+    axis.set_title(f"$A = {curves.advantage:+g}$, clip band {band}")
     axis.legend(loc="best", fontsize=8)
 
 
@@ -151,7 +150,9 @@ def clip_widget(epsilon: float = 0.2, epsilon_high: float | None = None) -> Curv
     )
     same = w.Checkbox(value=epsilon_high is None, description="ε_high = ε")
     ratio = w.FloatRangeSlider(
-        value=(0.5, 1.5), min=0.05, max=3.0, step=0.05, description="ratio range"
+        value=(0.5, 1.5), min=0.05, max=3.0, step=0.05, description="ratio range",
+        readout_format=".2f", layout=w.Layout(width="440px"),
+        style={"description_width": "initial"},  # room for "0.50 – 1.50", not cut off
     )
     sign = w.ToggleButtons(
         options=[("A > 0", 1.0), ("A < 0", -1.0)], value=1.0, description="sign of A"
@@ -172,6 +173,11 @@ def clip_widget(epsilon: float = 0.2, epsilon_high: float | None = None) -> Curv
 
     def refresh(_change: Any = None) -> None:
         eps_high.disabled = same.value
+        if same.value and eps_high.value != eps.value:
+            # tied: the greyed slider shows the ε in use, and unticking starts from it;
+            # setting it calls refresh again, which then draws
+            eps_high.value = eps.value
+            return
         high = None if same.value else eps_high.value
         view.curves = clip_curves(eps.value, high, tuple(ratio.value), sign.value)
         text.value = f"<i>{html.escape(view.curves.message)}</i>"
@@ -181,6 +187,6 @@ def clip_widget(epsilon: float = 0.2, epsilon_high: float | None = None) -> Curv
         control.observe(refresh, names="value")
     refresh()
     view.widget = w.VBox(
-        [w.HBox([w.VBox([eps, eps_high, same]), w.VBox([ratio, sign])]), text, output]
+        [wrapping_row(w, [w.VBox([eps, eps_high, same]), w.VBox([ratio, sign])]), text, output]
     )
     return view

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from grpo_core.advantages import SCALES, flat_groups, group_advantages
-from grpo_core.widgets._base import _ipywidgets, _View
+from grpo_core.widgets._base import _ipywidgets, _View, wrapping_row
 from grpo_core.widgets.render import format_number, group_summary_html
 
 STD_CONVENTIONS = ("sample", "population")
@@ -173,10 +173,18 @@ def _signal_message(rewards: list[float], advantages: tuple[float, ...], no_sign
         )
     up = sum(a > 0 for a in advantages)
     down = sum(a < 0 for a in advantages)
+    level = len(advantages) - up - down
     return (
-        f"signal: {up} attempt(s) beat the mean and get pushed up, {down} fall short and get "
-        f"pushed down, {len(advantages) - up - down} sit on the mean."
+        f"signal: {_attempts(up)} {'beats' if up == 1 else 'beat'} the mean and "
+        f"{'gets' if up == 1 else 'get'} pushed up, {down} {'falls' if down == 1 else 'fall'} "
+        f"short and {'gets' if down == 1 else 'get'} pushed down, {level} "
+        f"{'sits' if level == 1 else 'sit'} on the mean."
     )
+
+
+def _attempts(count: int) -> str:
+    """``1 attempt``, ``2 attempts``: the message reads as a sentence, not "attempt(s)"."""
+    return f"{count} attempt" if count == 1 else f"{count} attempts"
 
 
 def _what_changes(scale: str, std_convention: str, k: int) -> str:
@@ -232,9 +240,8 @@ class GroupVariationView(_View):
         self.text.observe(self.on_text, names="value")
         self.refresh()
         self.widget = w.VBox([
-            w.HBox([self.preset, self.text], layout=w.Layout(flex_flow="row wrap")),
-            w.HBox([w.VBox(self.sliders), w.VBox([self.scale, self.std_convention])],
-                   layout=w.Layout(flex_flow="row wrap")),
+            wrapping_row(w, [self.preset, self.text]),
+            wrapping_row(w, [w.VBox(self.sliders), w.VBox([self.scale, self.std_convention])]),
             self.error,
             self.output,
         ])

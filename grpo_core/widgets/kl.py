@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from grpo_core.loss import kl_k3
-from grpo_core.widgets._base import CurvesView, _draw, _ipywidgets
+from grpo_core.widgets._base import CurvesView, _draw, _ipywidgets, wrapping_row
 
 
 @dataclass(frozen=True)
@@ -91,19 +91,15 @@ def kl_curves(
 
 def plot_kl_curves(axis: Any, curves: KLCurves) -> None:
     """Draw :class:`KLCurves` on a matplotlib axis."""
-    axis.plot(curves.log_ratio, curves.penalty_k1, "--", color="#777", label="β·k1 = β·log-ratio")
-    axis.plot(
-        curves.log_ratio,
-        curves.penalty_k3,
-        color="#6a1b9a",
-        lw=2.2,
-        label="β·k3 = β·(e^{-x} + x - 1)",
-    )
+    axis.plot(curves.log_ratio, curves.penalty_k1, "--", color="#777",
+              label=r"$\beta\,k_1 = \beta\,x$")
+    axis.plot(curves.log_ratio, curves.penalty_k3, color="#6a1b9a", lw=2.2,
+              label=r"$\beta\,k_3 = \beta\,(e^{-x} + x - 1)$")
     axis.axhline(0, color="#333", lw=0.8)
     axis.axvline(0, color="#333", lw=0.8)
-    axis.set_xlabel("log-ratio x = log π − log π_ref")
+    axis.set_xlabel(r"log-ratio $x = \log \pi - \log \pi_{\mathrm{ref}}$")
     axis.set_ylabel("per-token penalty")
-    axis.set_title(f"β = {curves.beta:g}")
+    axis.set_title(f"$\\beta = {curves.beta:g}$")
     axis.legend(loc="best", fontsize=8)
 
 
@@ -132,5 +128,5 @@ def kl_widget(beta: float = 0.04) -> CurvesView:
     beta_slider.observe(refresh, names="value")
     span.observe(refresh, names="value")
     refresh()
-    view.widget = w.VBox([w.HBox([beta_slider, span]), text, output])
+    view.widget = w.VBox([wrapping_row(w, [beta_slider, span]), text, output])
     return view
