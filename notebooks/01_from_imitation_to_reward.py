@@ -16,10 +16,10 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/01_from_imitation_to_reward.ipynb)
 #
-# **Needs:** a laptop CPU (offline after `make lab`) or a Colab GPU. **Takes:** measured on the course's 2-core CPU
-# machine: `cpu` profile 28 s to build while other jobs shared it (load average about 6);
-# `smoke` profile 22 s under nbval on an almost idle machine (53 s at load 7). Not yet measured
-# on a GPU.
+# **Needs:** a laptop CPU (offline after `make lab`) or a Colab GPU. **Takes:** `cpu` profile
+# 14 s to build on the course's 2-core CPU machine, otherwise idle; the `smoke` profile
+# (seconds per cell) and all the other timings are in the README's timing table. Not yet
+# measured on a GPU.
 #
 # Lecture parts: "Where we are in the series", "What changes today: the signal", the chess
 # player.

@@ -17,9 +17,9 @@
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/02_policy_rollout_reward.ipynb)
 #
 # **Needs:** a laptop CPU (about 3 GB of free memory: the model, its gradients and AdamW's two
-# moments) or a Colab GPU. **Takes:** measured on the course's 2-core CPU machine, with one
-# thread while a training run used the other core: `cpu` profile 5 min to build (3.5 min of
-# it section 6's six groups); `smoke` profile 65 s under nbval. Not yet measured on a GPU.
+# moments) or a Colab GPU. **Takes:** `cpu` profile 1.8 min to build on the course's 2-core CPU
+# machine, otherwise idle; the `smoke` profile (seconds per cell) and all the other timings are
+# in the README's timing table. Not yet measured on a GPU.
 #
 # Lecture parts: "Reinforcement learning, in three functions", "One GRPO training round",
 # "The whole update is a few lines".

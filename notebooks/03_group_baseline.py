@@ -17,12 +17,10 @@
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/03_group_baseline.ipynb)
 #
 # **Needs:** a laptop CPU (about 3 GB of free memory: the model, its gradients and AdamW's two
-# moments) or a Colab GPU. **Takes:** measured on the course's 2-core CPU machine while other jobs shared it
-# (load average 6-12, so read these as upper bounds): `cpu` profile 20 min to build (sampling
-# 8 completions × 64 tokens took 5 min of it, each forward + backward about 1 min), `smoke`
-# profile 10 min under nbval. Sections 1-2 (toy groups and the widget) run in seconds; the
-# model sections take the rest. Later, with the load down to 2-4, notebooks 03 and
-# 04 together ran in 16 min under nbval in the `cpu` profile. Not yet measured on a GPU.
+# moments) or a Colab GPU. **Takes:** `cpu` profile 44 s to build on the course's 2-core CPU
+# machine, otherwise idle. Sections 1-2 (toy groups and the widget) run in seconds; the `smoke`
+# profile (seconds per cell) and all the other timings are in the README's timing table. Not
+# yet measured on a GPU.
 #
 # Lecture parts: "The group is the baseline", "The reward must create variation",
 # "What GRPO drops: the critic".

@@ -17,12 +17,10 @@
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/04_guardrails.ipynb)
 #
 # **Needs:** a laptop CPU (about 3.5 GB of free memory: the policy, its gradients, AdamW's two
-# moments and, for one section, a reference model) or a Colab GPU. **Takes:** measured on the course's 2-core CPU machine while other jobs shared it
-# (load average 3-12, so read these as upper bounds): `cpu` profile 36 min to build (two
-# samplings of 8 completions × 64 tokens took 9 and 8 min, each update 1.5-3 min), `smoke`
-# profile 6 min under nbval. Sections 1-2 (the clip by hand and its widget) run in seconds.
-# Later, with the load down to 2-4, notebooks 03 and
-# 04 together ran in 16 min under nbval in the `cpu` profile. Not yet measured on a GPU.
+# moments and, for one section, a reference model) or a Colab GPU. **Takes:** `cpu` profile 74
+# s to build on the course's 2-core CPU machine, otherwise idle. Sections 1-2 (the clip by hand
+# and its widget) run in seconds; the `smoke` profile (seconds per cell) and all the other
+# timings are in the README's timing table. Not yet measured on a GPU.
 #
 # Lecture parts: "Two guardrails, two time scales", "Reusing a rollout adds a clip".
 #

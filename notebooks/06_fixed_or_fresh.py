@@ -16,11 +16,10 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/06_fixed_or_fresh.ipynb)
 #
-# **Needs:** a laptop CPU (about 3 GB of free memory) or a Colab GPU. **Takes:** measured on the course's 2-core CPU machine: `cpu`
-# profile 6.5 min to build on an almost idle machine (sampling the fixed pairs 45 s, DPO 73 s,
-# 4 GRPO steps 150 s, fresh samples from three models 90 s; 38 min while other jobs shared
-# it, load average 3-6); `smoke` profile 59 s under nbval (idle; about 4 min at load 7-12).
-# Not yet measured on a GPU.
+# **Needs:** a laptop CPU (about 3 GB of free memory) or a Colab GPU. **Takes:** `cpu` profile
+# 3.0 min to build on the course's 2-core CPU machine, otherwise idle; the `smoke` profile
+# (seconds per cell) and all the other timings are in the README's timing table. Not yet
+# measured on a GPU.
 #
 # Lecture part: "Fixed preferences or fresh samples".
 #

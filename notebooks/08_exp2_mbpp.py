@@ -16,12 +16,11 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/08_exp2_mbpp.ipynb)
 #
-# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** about 8 minutes in the `cpu`
-# profile (484 s measured on the course's 2-core machine, load average 3-4: two signal checks
-# of 80 completions each, then 2 training steps), 2-2.5 min in the `smoke` profile (CI) under
-# nbval (load average 7-11, an upper bound); `gpu` is not measured yet. Sections 1-2 (the
-# reward, toy groups, the fake policy) run in seconds, and section 4 shows recorded runs of
-# the k sweep without training anything.
+# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** `cpu` profile 2.5 min to build
+# on the course's 2-core CPU machine, otherwise idle. Sections 1-2 (the reward, toy groups, the
+# fake policy) run in seconds, and section 4 shows recorded runs of the k sweep without
+# training anything; the `smoke` profile (seconds per cell) and all the other timings are in
+# the README's timing table. Not yet measured on a GPU.
 #
 # Lecture part: "GRPO for coding example (exp 2)", "Does the task give signal?", "Three
 # different versions". The model writes a Python function; we run the problem's asserts in the

@@ -16,11 +16,10 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/09_exp3_reward_hacking.ipynb)
 #
-# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** on the course's 2-core
-# machine, the `smoke` profile (CI) took about 1 min under nbval with a training run on the
-# other core; the `cpu` build (base samples, two live training steps) took 337 s on an
-# otherwise idle machine; the `gpu` profile is not measured yet. Section 4 reads a recorded `cpu` run (30 steps, 48
-# minutes) instead of training that long.
+# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** `cpu` profile 11.4 min to build
+# on the course's 2-core CPU machine, otherwise idle. Section 4 reads a recorded `cpu` run
+# instead of training that long; the `smoke` profile (seconds per cell) and all the other
+# timings are in the README's timing table. Not yet measured on a GPU.
 #
 # The lecture's failed example: *"Reward hacking → the model maximizes the reward ≠ solving the
 # task. Reward 📈 (training), real quality 📉 (test)."* GRPO optimizes exactly the number you

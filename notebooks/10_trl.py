@@ -16,10 +16,9 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/10_trl.ipynb)
 #
-# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** in the `cpu` profile this
-# notebook took 9 min end to end on the course's 2-core machine, with one thread while a
-# training run used the other core (6 TRL steps of 50 to 116 s each); the `smoke` profile
-# (CI) took 2.4 min under nbval; the `gpu` profile (Qwen3-0.6B) is not measured yet.
+# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** `cpu` profile 3.1 min to build
+# on the course's 2-core CPU machine, otherwise idle; the `smoke` profile (seconds per cell)
+# and all the other timings are in the README's timing table. Not yet measured on a GPU.
 #
 # Nine notebooks built GRPO from scratch. Hugging Face's TRL library packs the same loop into
 # two objects, `GRPOConfig` and `GRPOTrainer`; the lecture shows it in five lines:

@@ -17,9 +17,9 @@
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/11_reading_the_run.ipynb)
 #
 # **Needs:** a laptop CPU; no model, no GPU: it reads the runs recorded in `data/runs/`.
-# **Takes:** under a minute in every profile (no model is loaded). Measured on the course's
-# 2-core machine: the `cpu` build took 17 s alone and 29-72 s while training runs shared it; the `smoke`
-# profile (CI) 28-64 s under nbval (the more jobs, the longer).
+# **Takes:** `cpu` profile 23 s to build on the course's 2-core CPU machine, otherwise idle (no
+# model is loaded); the `smoke` profile (seconds per cell) and all the other timings are in the
+# README's timing table. Not yet measured on a GPU.
 #
 # Lecture parts: "Reading the run" and the recap: *"Read the curves: reward, KL, and
 # completion length reveal hacking, collapse, and length gaming."*
