@@ -105,6 +105,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+# options that only one experiment takes: option -> that experiment
+OWN_OPTIONS = {"proxy": "hacking", "reward": "length", "problems": "mbpp"}
+
+
 def make_experiment(name: str, profile: Profile, args: argparse.Namespace) -> Experiment:
     """The experiment ``name`` with the command line's experiment options."""
     options: dict[str, Any] = {"negate": args.negate}
@@ -112,18 +116,12 @@ def make_experiment(name: str, profile: Profile, args: argparse.Namespace) -> Ex
         if name == "length":
             raise SystemExit("--k belongs to mbpp and hacking; length takes --group-size")
         options["k"] = args.k
-    if getattr(args, "proxy", None) is not None:
-        if name != "hacking":
-            raise SystemExit("--proxy belongs to hacking")
-        options["proxy"] = args.proxy
-    if getattr(args, "reward", None) is not None:
-        if name != "length":
-            raise SystemExit("--reward belongs to length")
-        options["reward"] = args.reward
-    if getattr(args, "problems", None) is not None:
-        if name != "mbpp":
-            raise SystemExit("--problems belongs to mbpp")
-        options["problems"] = args.problems
+    for option, owner in OWN_OPTIONS.items():
+        value = getattr(args, option, None)
+        if value is not None:
+            if name != owner:
+                raise SystemExit(f"--{option} belongs to {owner}")
+            options[option] = value
     return EXPERIMENTS[name](profile, **options)
 
 

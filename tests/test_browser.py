@@ -243,13 +243,8 @@ def test_the_course_in_a_browser(lab_server, scratch):
 
     base, token = lab_server
     expect.set_options(timeout=30_000)
-    home = scratch / "browser-home"  # chromium's profile and crash database stay out of $HOME
-    home.mkdir()
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
-            env={**os.environ, "HOME": str(home)},
-        )  # fmt: skip
+        browser = _launch(playwright, scratch)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.set_default_timeout(60_000)
