@@ -527,18 +527,64 @@ def check_hacking(records: StepMetrics, t: Thresholds, proxy: str | None = None,
                     value=p.change - q.change)
 
 
-def change_from_step0(records: StepMetrics, key: str) -> str:
-    """``key`` at step 0 and at its last evaluation, the change, its standard error
-    (``<key>/delta_sem`` of the last evaluation) and z = change / standard error; "" when the
-    run has no step-0 value or no ``delta_sem``."""
+@dataclass(frozen=True)
+class HeldOutChange:
+    """A held-out mean at step 0 (the base model) and at its last evaluation.
+
+    Attributes:
+        key: the metric, e.g. ``eval/unit_test_reward``.
+        start, end: its value at step 0 and at ``end_step``.
+        start_sem, end_sem: their standard errors over problems (``<key>/sem``; None if not
+            logged).
+        delta_sem: the standard error of the per-problem change (``<key>/delta_sem`` of the
+            last evaluation): smaller than the two ``sem``s combined, since a problem's
+            difficulty cancels in its own change.
+        end_step: the step of the last evaluation.
+    """
+
+    key: str
+    start: float
+    end: float
+    start_sem: float | None
+    end_sem: float | None
+    delta_sem: float
+    end_step: int
+
+    @property
+    def change(self) -> float:
+        return self.end - self.start
+
+    @property
+    def z(self) -> float | None:
+        """``change / delta_sem`` (None when the standard error is 0): |z| >= 2 is a change
+        unlikely under no change at all (about 5 % two-sided)."""
+        return self.change / self.delta_sem if self.delta_sem > 0 else None
+
+
+def held_out_change(records: StepMetrics, key: str) -> HeldOutChange | None:
+    """``key`` at step 0 and at its last evaluation, with its standard errors; None when the
+    run has no step-0 value, a single evaluation, or no ``delta_sem`` at the last one."""
     steps, values = series(records, key)
     se_steps, ses = series(records, f"{key}/delta_sem")
     if len(steps) < 2 or steps[0] != 0 or not se_steps or se_steps[-1] != steps[-1]:
+        return None
+    sem_steps, sems = series(records, f"{key}/sem")
+    sem_at = dict(zip(sem_steps, sems, strict=True))
+    return HeldOutChange(key=key, start=values[0], end=values[-1], start_sem=sem_at.get(0),
+                         end_sem=sem_at.get(steps[-1]), delta_sem=ses[-1], end_step=steps[-1])
+
+
+def change_from_step0(records: StepMetrics, key: str) -> str:
+    """``key`` at step 0 and at its last evaluation, the change, its standard error
+    (``<key>/delta_sem`` of the last evaluation) and z = change / standard error; "" when the
+    run has no step-0 value or no ``delta_sem`` (:func:`held_out_change`)."""
+    moved = held_out_change(records, key)
+    if moved is None:
         return ""
-    change, se = values[-1] - values[0], ses[-1]
-    z = f", z {change / se:+.1f}" if se > 0 else ""
-    return (f"against step 0: {_fmt(values[0])} -> {_fmt(values[-1])} at step {steps[-1]}, "
-            f"change {change:+.3g} (standard error {_fmt(se, 2)}{z})")
+    z = f", z {moved.z:+.1f}" if moved.z is not None else ""
+    return (f"against step 0: {_fmt(moved.start)} -> {_fmt(moved.end)} at step "
+            f"{moved.end_step}, change {moved.change:+.3g} (standard error "
+            f"{_fmt(moved.delta_sem, 2)}{z})")
 
 
 def _context(records: StepMetrics, true_score: str, trained: Sequence[str],

@@ -374,7 +374,9 @@ print(f"advantage-weighted change, sum of A_i x change_i: {(advantages * change)
 # %%
 import matplotlib.pyplot as plt
 
-fig, ax = plt.subplots(figsize=(5, 3.2))
+from grpo_core.plots import DPI  # the course's figures: 120 dpi, readable unzoomed
+
+fig, ax = plt.subplots(figsize=(5, 3.2), dpi=DPI)
 ax.axhline(0, color="grey", lw=0.8)
 ax.axvline(0, color="grey", lw=0.8)
 ax.scatter(advantages.numpy(), change.numpy())
@@ -609,7 +611,7 @@ print(f"\nlongest / shortest completion here: {int(lengths_i.max())} / {int(leng
       "longest; under the other four, equally hard")
 
 # %%
-fig, (per_token, per_completion) = plt.subplots(1, 2, figsize=(9, 3.4))
+fig, (per_token, per_completion) = plt.subplots(1, 2, figsize=(9, 3.4), dpi=DPI)
 order = torch.argsort(lengths_i)
 for kind, marker in zip(WEIGHTINGS, "os^vD", strict=True):
     token_weight = (weights[kind].sum(1) / lengths_i.clamp(min=1) * k)[order]

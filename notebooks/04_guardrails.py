@@ -261,7 +261,9 @@ print(table.round(4).to_string())
 # %%
 from matplotlib.ticker import MaxNLocator, NullLocator
 
-figure, axis = plt.subplots(figsize=(7, 3.2))
+from grpo_core.plots import DPI
+
+figure, axis = plt.subplots(figsize=(7, 3.2), dpi=DPI)
 for update, ratio in enumerate(ratios_by_step, start=1):
     jitter = update + 0.25 * (torch.rand(ratio.numel()) - 0.5)
     axis.scatter(jitter, ratio.numpy(), s=8, alpha=0.6)

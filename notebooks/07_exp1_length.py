@@ -290,6 +290,7 @@ else:
 import matplotlib.pyplot as plt
 
 from grpo_core.diagnosis import diagnose
+from grpo_core.plots import DPI
 from grpo_core.run_files import load_run, series
 
 BETA_RUNS = {0.0: "exp1-length-cpu", 0.04: "exp1-beta-0.04-cpu", 0.2: "exp1-beta-0.2-cpu"}
@@ -327,7 +328,7 @@ print(drift.to_string())
 
 # %%
 if beta_runs:
-    fig, axes = plt.subplots(1, 4, figsize=(13, 3.0))
+    fig, axes = plt.subplots(1, 4, figsize=(13, 3.0), dpi=DPI)
     for key, axis in zip(("kl", "reward", "completions/mean_length", "entropy"), axes, strict=True):
         for color, (beta, run) in enumerate(beta_runs.items()):
             steps, values = series(run.records, key)

@@ -305,60 +305,90 @@ for record in result.metrics:
 # %% [markdown]
 # ## 4. A run recorded earlier: which curves gave it away
 #
-# The same experiment run for the `cpu` profile's 30 steps from the command line,
-# `python -m grpo_core hacking --profile cpu --micro-batch-size 4 --threads 1
-# --out data/runs/exp3-hacking-cpu` (48 minutes on the course's 2-core machine; the
-# held-out check is 12 problems x 4 samples after step 1 and every 5 steps):
+# The same experiment from the command line, for the `cpu` profile's 30 steps, with room for
+# the code (192 new tokens, not 64: at 64 almost every completion was cut off) and a
+# held-out check the size of a measurement: all 115 held-out problems x 2 samples, at step 0
+# (the base model, before any update), step 15 and step 30, the same prompts and seed every
+# time. Its command and wall time:
 
 # %%
-from IPython.display import Image, display
+from IPython.display import HTML, Image, display
 
-from grpo_core.diagnosis import diagnose, trend
-from grpo_core.plots import plot_run
+from grpo_core.diagnosis import Thresholds, diagnose, held_out_change, trend
+from grpo_core.plots import figure_png, plot_metrics, plot_run
 from grpo_core.run_files import list_runs, load_run, runs_dir, series
-from grpo_core.plots import figure_png, plot_metrics
 
-recorded_dir = runs_dir() / "exp3-hacking-cpu"
+RECORDED_RUN = "exp3-long-function-cpu"
+recorded_dir = runs_dir() / RECORDED_RUN
 recorded = load_run(recorded_dir) if recorded_dir in list_runs() else None
 if recorded is None:
     print(f"no recorded run at {recorded_dir}")
 else:
-    proxy_name = recorded.config.get("proxy_reward", "defines_function_reward")
-    true_name = recorded.config.get("true_reward", "unit_test_reward")
+    proxy_name = recorded.config["proxy_reward"]
+    true_name = recorded.config["true_reward"]
+    step_times = [r["step_time"] for r in recorded.records if "step_time" in r]
+    eval_times = [r["time/eval"] for r in recorded.records if "time/eval" in r]
+    print(recorded.config["command"])
+    print(f"{len(step_times)} steps, {sum(step_times) / 60:.0f} min of training steps and "
+          f"{sum(eval_times) / 60:.0f} min of held-out evaluation ({len(eval_times)} of them)")
     panels = [
         ("training samples", [f"rewards/{proxy_name}/mean", f"rewards/{true_name}/mean"], None),
         ("held-out problems", [f"eval/{proxy_name}", f"eval/{true_name}"], None),
-        ("completion length", ["completions/mean_length"], "completions/mean_chars"),
+        ("completion length", ["completions/mean_length"], "completions/clipped_ratio"),
     ]
-    fig = plot_metrics(recorded.records, panels=panels,
-                       title="experiment 3 (recorded, cpu): proxy vs true")
-    for ax in fig.axes[:2]:
-        ax.legend(fontsize=7)
-    display(Image(figure_png(fig)))
+    display(Image(figure_png(plot_metrics(
+        recorded.records, panels=panels, title="experiment 3 (recorded, cpu): proxy vs true",
+        labels={f"eval/{true_name}": f"{true_name} (true score)",
+                f"eval/{proxy_name}": f"{proxy_name} (trained on)"}))))
 
 # %% [markdown]
-# Where each curve started and ended: the mean of the run's first and last fifth (thirds for
-# the held-out scores, which are logged only every few steps):
+# The numbers behind the curves. Held out: each score at step 0 and at the end, each with
+# its standard error over problems, and the change with *its* standard error (computed from
+# each problem's own change, so a problem's difficulty cancels; notebook 08 explains why it
+# is smaller than the two standard errors combined) and z = change / standard error. A |z|
+# of 2 or more is a change that "no change at all" would give less than about 5 % of the
+# time. Training samples: the mean over the first and the last fifth of the steps (each
+# step draws two new problems, so single steps are noisy).
 
 # %%
 if recorded is not None:
-    for key in [f"rewards/{proxy_name}/mean", f"rewards/{true_name}/mean",
-                f"eval/{proxy_name}", f"eval/{true_name}", "completions/mean_chars"]:
+    rows = []
+    for key in (f"eval/{true_name}", f"eval/{proxy_name}", "eval/defines_function_reward"):
+        moved = held_out_change(recorded.records, key)
+        if moved is not None:
+            rows.append({"held-out metric": key,
+                         "step 0": f"{moved.start:.3f} ± {moved.start_sem:.3f}",
+                         f"step {moved.end_step}": f"{moved.end:.3f} ± {moved.end_sem:.3f}",
+                         "change": f"{moved.change:+.3f} ± {moved.delta_sem:.3f}",
+                         "z": round(moved.z, 1) if moved.z is not None else None})
+    display(pd.DataFrame(rows))
+    for key in (f"rewards/{proxy_name}/mean", f"rewards/{true_name}/mean",
+                "completions/clipped_ratio", "completions/mean_length"):
         steps, values = series(recorded.records, key)
-        if values:
-            moved = trend(steps, values)
-            print(f"{key:42} {moved.first:7.3f} -> {moved.last:7.3f} "
-                  f"({len(values)} values, steps {steps[0]}-{steps[-1]})")
+        moved = trend(steps, values)
+        print(f"{key:36} first fifth {moved.first:6.3f}, last fifth {moved.last:6.3f} "
+              f"(steps {moved.last_steps[0]}-{moved.last_steps[1]})")
 
 # %% [markdown]
 # Now `diagnose` (notebook 11) on the recorded run. It finds the true score by itself: an
-# `eval/...` metric of a reward the run did not train on (here `unit_test_reward`, weight 0):
+# `eval/...` metric of a reward the run did not train on (here `unit_test_reward`, weight 0).
+# A verdict that hangs on its thresholds would not be evidence, so the hacking check runs
+# again with its thresholds halved and doubled (how flat the true score must stay, how far
+# and how steadily the proxy must climb):
 
 # %%
+from dataclasses import replace
+
 if recorded is not None:
     recorded_diagnosis = diagnose(recorded)
     display(recorded_diagnosis)
     display(Image(figure_png(plot_run(recorded, recorded_diagnosis))))
+    base = Thresholds()
+    for factor in (0.5, 2.0):
+        scaled = replace(base, true_flat=base.true_flat * factor,
+                         sparse_rise=base.sparse_rise * factor, trend_rho=base.trend_rho * factor)
+        print(f"hacking thresholds x{factor}: "
+              f"{diagnose(recorded, thresholds=scaled)['hacking'].status}")
 
 # %% [markdown]
 # What would the run have told you **without** the true score? Drop every metric that
@@ -375,14 +405,84 @@ if recorded is not None:
           f"{blind_diagnosis['hacking'].status}")
 
 # %% [markdown]
+# ### Read the hack: the same problem at step 0 and at the end
+#
+# The run kept its completions (`samples.jsonl`), the held-out ones of every evaluation
+# too: the same problem, the same seed, before training and after. Here are the held-out
+# problems whose true score fell the most while the proxy rose, their first sample at step 0
+# and at the last evaluation, with what each reward paid:
+
+# %%
+if recorded is not None and recorded.has_samples:
+    held = recorded.samples(split="held_out")
+    first_step, last_step = held.steps[0], held.steps[-1]
+
+    def per_problem(step: int, name: str) -> dict:
+        """Each held-out problem's mean ``name`` over its kept samples at ``step``."""
+        values: dict = {}
+        for row in held.select(step=step):
+            values.setdefault(row["prompt_id"], []).append(row[name])
+        return {pid: sum(v) / len(v) for pid, v in values.items()}
+
+    true_before, true_after = per_problem(first_step, true_name), per_problem(last_step, true_name)
+    proxy_before = per_problem(first_step, proxy_name)
+    proxy_after = per_problem(last_step, proxy_name)
+    fell = sorted((pid for pid in true_before
+                   if true_after[pid] < true_before[pid] and proxy_after[pid] > proxy_before[pid]),
+                  key=lambda pid: true_after[pid] - true_before[pid])
+    print(f"{len(fell)} of {len(true_before)} held-out problems: true score down and proxy up "
+          f"between step {first_step} and step {last_step} (on the 2 kept samples each); "
+          f"{sum(true_after[p] > true_before[p] for p in true_before)} went the other way")
+    for pid in fell[:2]:
+        for step in (first_step, last_step):
+            (row,) = held.select(step=step, prompt_id=pid).rows[:1]
+            print(f"\n=== problem {pid}, step {step}: {true_name} {row[true_name]:.2f}, "
+                  f"{proxy_name} {row[proxy_name]:.2f}, {row['chars']} characters"
+                  f"{' (cut off by the budget)' if row['truncated'] else ''}")
+            print(row["completion"])
+
+# %% [markdown]
+# ### The fixed reward on the same samples
+#
+# The training samples of the run's last fifth, with the advantage each got from the proxy
+# (what the run trained on) and the one the unit tests would have given the same group
+# (their scores were logged at weight 0). Every completion that passes no test but earns
+# the proxy is a hack; the question is which way each reward pushes it:
+
+# %%
+if recorded is not None and recorded.has_samples:
+    train_rows = recorded.samples(split="train")
+    last_fifth = [s for s in train_rows.steps if s > train_rows.steps[-1] * 4 // 5]
+    pushed = {"proxy": [0, 0], "unit tests": [0, 0]}  # [pushed up, pushed down or not at all]
+    for step in last_fifth:
+        groups: dict = {}
+        for row in train_rows.select(step=step):
+            groups.setdefault(row["prompt_id"], []).append(row)
+        for rows in groups.values():
+            true = torch.tensor([r[true_name] for r in rows])
+            fixed = group_advantages(true, group_size=len(rows))
+            for row, fixed_advantage in zip(rows, fixed.tolist(), strict=True):
+                if row[true_name] == 0 and row[proxy_name] > 0:  # a hack
+                    pushed["proxy"][0 if row["advantage"] > 0 else 1] += 1
+                    pushed["unit tests"][0 if fixed_advantage > 1e-6 else 1] += 1
+    hacks_seen = sum(pushed["proxy"])
+    print(f"{hacks_seen} hacks among the training samples of steps {last_fifth[0]}-{last_fifth[-1]}")
+    for reward, (up, down) in pushed.items():
+        print(f"  under {reward:10}: {up} pushed up, {down} pushed down or left alone")
+
+
+# %% [markdown]
 # ### The milder proxy, for comparison
 #
 # This experiment's first recorded run trained on `defines_function_reward` instead, the
-# proxy that pays a stub and a solution the same (`--proxy defines_function`; 12 steps, 2
-# held-out samples per problem). Section 2 measured which way each proxy points on the base
-# samples; here is what the two runs did to the held-out true score, side by side. Their
-# first points already differ (each is measured after one step of a different proxy, on 2
-# or 4 samples per problem), so compare the shapes of the curves, not their levels:
+# proxy that pays a stub and a solution the same (`--proxy defines_function`). It is an
+# older, smaller run: 12 steps, 64 new tokens, and a held-out check of only 12 problems of
+# the first problem set x 2 samples, first measured after one update (no step 0): a mean
+# over 12 problems has a standard error of up to sqrt(0.25 / 12) = 0.14, so its held-out
+# numbers say little on their own. Section 2
+# measured which way each proxy points on the base samples; here is what the two runs did to
+# the held-out true score, side by side. Compare the directions of the curves, not their
+# levels (different problems, budgets and sample sizes):
 
 # %%
 from grpo_core.plots import compare_runs

@@ -246,9 +246,12 @@ def show_failure(symptom: str) -> None:
 # Experiment 2's unit-test reward on **real MBPP** instead of the course's own problems.
 # Notebook 08's signal check measured SmolLM2-135M there: a mean reward of 0.000, no group of
 # 20 mixed. A group whose completions all score 0 has every advantage exactly 0 (notebook 03),
-# so the step learns nothing from it; `frac_reward_zero_std` near 1 says so at every step, and
-# `grad_norm` sits at 0. The fix is a task at the edge of what the model can do: the course's
-# problems (experiment 2, beside it), a larger k, or partial credit.
+# so the step learns nothing from it: at a step where `frac_reward_zero_std` is 1 every group
+# was all-equal and `grad_norm` is exactly 0. In the recorded run that is half of the 8 steps;
+# at the others one group of the two had a completion that passed one MBPP assert (a mean
+# reward of about 0.02), so half the groups still gave nothing. The fix is a task at the edge
+# of what the model can do: the course's problems (experiment 2, beside it), a larger k, or
+# partial credit.
 
 # %%
 show_failure("no signal")
@@ -429,8 +432,7 @@ diagnose(toy_runs["hacking"], name="toy hacking run")  # a table in a notebook, 
 # %%
 from IPython.display import Image, display
 
-from grpo_core.plots import plot_run
-from grpo_core.plots import figure_png
+from grpo_core.plots import figure_png, plot_run
 
 toy = toy_runs["hacking"]
 display(Image(figure_png(plot_run(toy, diagnose(toy), title="toy: the proxy climbs, the "
@@ -454,14 +456,15 @@ if runs:
     display(Image(figure_png(compare_runs(runs))))
 
 # %% [markdown]
-# Then each run on its own, diagnosed, its flagged steps shaded:
+# Then each run's diagnosis. Its curves, with the flagged steps shaded, are one call away:
+# `plot_run(load_run("data/runs/<name>"), diagnose(...))`, or pick the run in section 4's
+# explorer (the gallery's runs are drawn in section 3).
 
 # %%
 diagnoses = {}
 for run in runs:
     diagnoses[run.name] = diagnose(run)
     display(diagnoses[run.name])
-    display(Image(figure_png(plot_run(run, diagnoses[run.name]))))
 
 # %% [markdown]
 # All runs as one table, a row per run and a column per symptom:

@@ -18,6 +18,7 @@ from grpo_core.diagnosis import (
     diagnose,
     find_true_score,
     format_steps,
+    held_out_change,
     logged_rewards,
     spearman,
     trained_rewards,
@@ -803,6 +804,25 @@ def test_a_step_zero_row_is_the_base_models_held_out_score():
     for symptom in SYMPTOMS:
         if symptom != "hacking":
             assert found[symptom] == without[symptom], symptom
+
+
+def test_held_out_change_reads_step_0_and_the_last_evaluation():
+    records = held_out_run([0.30, 0.24, 0.18, 0.12], [0.0, 0.02, 0.025, 0.04])
+    records[0]["eval/unit_test_reward/sem"] = 0.031
+    moved = held_out_change(records, "eval/unit_test_reward")
+    assert (moved.start, moved.end, moved.end_step) == (0.30, 0.12, 30)
+    assert (moved.start_sem, moved.end_sem, moved.delta_sem) == (0.031, 0.03, 0.04)
+    assert moved.change == pytest.approx(-0.18)
+    assert moved.z == pytest.approx(-4.5)  # -0.18 / 0.04: the last evaluation's delta_sem
+    unmeasured = held_out_run([0.3, 0.2, 0.2, 0.2], [0.0, 0.0, 0.0, 0.0])
+    assert held_out_change(unmeasured, "eval/unit_test_reward").z is None
+    no_base = [row for row in records if row["step"] != 0]  # no step-0 evaluation
+    assert held_out_change(no_base, "eval/unit_test_reward") is None
+    only_base = [records[0]]
+    assert held_out_change(only_base, "eval/unit_test_reward") is None
+    last_without = [dict(row) for row in records]
+    del last_without[30]["eval/unit_test_reward/delta_sem"]
+    assert held_out_change(last_without, "eval/unit_test_reward") is None
 
 
 def test_standard_errors_are_not_held_out_scores():

@@ -147,3 +147,24 @@ def test_build_pictures_a_finished_progress_bar_in_its_final_state(tmp_path):
     assert missing_snapshots(notebook) == []
     picture = output.data["text/html"]
     assert "3/3" in picture and "width:100.0%" in picture and "steps" in picture
+
+
+MAX_NOTEBOOK_BYTES = 1_500_000  # the largest teaching notebook is about half of it
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_committed_notebooks_stay_small(script):
+    """A committed notebook loads fast on GitHub and nbviewer: figures are drawn as palette
+    PNGs (``grpo_core.plots.figure_png``) and no cell displays every run's curves at once."""
+    size = script.with_suffix(".ipynb").stat().st_size
+    assert size <= MAX_NOTEBOOK_BYTES, f"{size / 1e6:.1f} MB"
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_figures_drawn_in_a_notebook_use_the_course_dpi(script):
+    """A figure made with pyplot in a notebook takes ``dpi=DPI`` (120, as ``grpo_core.plots``'
+    own), not the inline backend's default of about 72-100, which reads small on a laptop."""
+    import re
+
+    calls = re.findall(r"plt\.(?:subplots|figure)\((.*)", script.read_text("utf-8"))  # one line
+    assert all("dpi=DPI" in arguments for arguments in calls), calls

@@ -10,6 +10,7 @@ from grpo_core.plots import (
     HELD_OUT_PANEL,
     LivePlot,
     compare_runs,
+    figure_png,
     in_notebook,
     panels_for,
     plot_metrics,
@@ -75,6 +76,22 @@ def test_held_out_panel_has_a_legend_that_names_the_true_score():
 def test_save_curves_writes_a_png(tmp_path):
     path = save_curves(records(4), tmp_path / "sub" / "curves.png")
     assert path.read_bytes()[:8] == PNG
+
+
+def test_figure_png_keeps_the_picture_in_a_third_of_the_bytes():
+    import io
+
+    from PIL import Image, ImageChops, ImageStat
+
+    fig = plot_metrics(records(12, with_kl=True), title="t")
+    small, full = figure_png(fig), figure_png(fig, palette=False)
+    assert small[:8] == PNG and full[:8] == PNG
+    reduced, original = Image.open(io.BytesIO(small)), Image.open(io.BytesIO(full))
+    assert reduced.mode == "P" and reduced.size == original.size
+    assert len(small) < 0.5 * len(full)
+    difference = ImageChops.difference(reduced.convert("RGB"), original.convert("RGB"))
+    per_pixel = ImageStat.Stat(difference.convert("L")).mean[0]
+    assert per_pixel < 2.5  # of 255 grey levels (16 colours: about 5): the same picture
 
 
 def test_read_metrics_round_trip(tmp_path):

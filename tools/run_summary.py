@@ -1,0 +1,74 @@
+"""Print what a recorded run measured, one Markdown row per run: held-out score at step 0
+and at the end (each with its standard error), the change with its own standard error and
+z, the training reward over the first and last fifth, truncation over the last fifth, and
+the wall time. The figures a closing note or ``data/README.md`` quotes, read from the files.
+
+Usage: ``python tools/run_summary.py [run folder or name ...]`` (default: every run in
+``data/runs``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from grpo_core.diagnosis import (  # noqa: E402
+    diagnose,
+    find_true_score,
+    held_out_change,
+    trained_rewards,
+    trend,
+)
+from grpo_core.run_files import list_runs, load_run, runs_dir, series, training_records  # noqa: E402
+
+HEADER = ("| run | held-out metric | step 0 | end | change (z) | reward first -> last fifth "
+          "| truncated, last fifth | wall | flagged |")
+
+
+def _fifths(records, key: str) -> str:
+    steps, values = series(records, key)
+    if not values:
+        return "-"
+    moved = trend(steps, values)
+    return f"{moved.first:.3g} -> {moved.last:.3g}"
+
+
+def summary_row(path: Path) -> str:
+    """One Markdown row for the run in ``path``."""
+    run = load_run(path)
+    records = run.records
+    trained = trained_rewards(records, run.config)
+    # the true score of a proxy run, else the trained reward's own held-out mean (experiment 2)
+    key = find_true_score(records, trained) or next(
+        (f"eval/{name}" for name in trained if series(records, f"eval/{name}")[1]), None)
+    moved = held_out_change(records, key) if key else None
+    if moved is None:
+        held = ("-", "-", "-", "-")
+    else:
+        z = f"{moved.z:+.1f}" if moved.z is not None else "-"
+        held = (key, f"{moved.start:.3f} ± {moved.start_sem or 0:.3f}",
+                f"{moved.end:.3f} ± {moved.end_sem or 0:.3f} (step {moved.end_step})",
+                f"{moved.change:+.3f} ± {moved.delta_sem:.3f} ({z})")
+    _, clipped = series(records, "completions/clipped_ratio")
+    tail = trend(*series(records, "completions/clipped_ratio")).last if clipped else None
+    seconds = sum(r.get("step_time", 0.0) for r in training_records(records))
+    seconds += sum(r.get("time/eval", 0.0) for r in records)  # step_time leaves it out
+    flagged = ", ".join(diagnose(run).symptoms) or "nothing"
+    return (f"| `{run.name}` | {' | '.join(held)} | {_fifths(records, 'reward')} | "
+            f"{'-' if tail is None else f'{tail:.0%}'} | {seconds / 60:.0f} min | {flagged} |")
+
+
+def main(argv: list[str]) -> int:
+    paths = [Path(a) if Path(a).exists() else runs_dir() / a for a in argv] or list_runs()
+    print(HEADER)
+    print("|" + "---|" * HEADER.count(" | ") + "---|")
+    for path in paths:
+        print(summary_row(path))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
