@@ -71,7 +71,7 @@ GALLERY: tuple[GalleryRun, ...] = (
                 "--steps 10",
         changed="experiment 1's prompts with detail_reward, a tenth of a point per distinct "
                 "word (a judge that likes detailed answers), and room to grow: 256 new tokens "
-                "(at 160 the base model's answers already average 134 tokens, half of them cut)",
+                "(the base model's answers to these prompts already average about 200)",
         fix="a reward that says what it wants (experiment 1's -|len - 20| asks for 20 "
             "characters), or one normalized by length",
         fixed_run="exp1-length-cpu",

@@ -273,8 +273,13 @@ show_failure("truncation")
 # stand-in for a judge that likes detailed answers. Nothing in it says "be long", but every
 # new word pays, so the completions grow with the reward, until they hit the budget (raised to
 # 256 tokens to leave room: the base model's answers to these prompts already average about
-# 134 tokens). `diagnose` calls it gaming because no trained reward is a length
-# reward; experiment 1 (beside it), whose reward asks for 20 characters, gets shorter instead.
+# 200 tokens over the run's first two steps). In the recorded run the mean length went from
+# 178 tokens at step 1 to 252 at step 10 while the reward rose from 8.9 to 12.2, and from
+# step 5 on three quarters or more of the completions stopped at the budget, so truncation
+# is flagged too: the growth ran out of room. `diagnose` calls it gaming because no trained
+# reward is a length reward; experiment 1 (beside it), whose reward asks for 20 characters,
+# gets shorter instead. Ten steps of one seed show what the failure looks like, not how
+# reliably it happens.
 
 # %%
 from grpo_core.rewards import detail_reward
