@@ -90,6 +90,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--problems", choices=PROBLEM_SOURCES, default=None,
                         help="mbpp: the training problems (default: the profile's; mbpp: "
                              "MBPP's train split, a local copy or the Hub)")
+    parser.add_argument("--eval-samples", type=int, default=None,
+                        help="mbpp, hacking: completions per held-out problem at each "
+                             "evaluation (default: the profile's, experiments.HELD_OUT_EVAL)")
     parser.add_argument("--lora", action="store_true",
                         help=f"train LoRA adapters (rank {LORA_RANK} unless --lora-rank) instead "
                              "of every weight; LoRA usually wants a ~10x larger --lr")
@@ -105,8 +108,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-# options that only one experiment takes: option -> that experiment
-OWN_OPTIONS = {"proxy": "hacking", "reward": "length", "problems": "mbpp"}
+# options that only some experiments take: option -> those experiments
+OWN_OPTIONS = {"proxy": ("hacking",), "reward": ("length",), "problems": ("mbpp",),
+               "eval_samples": ("mbpp", "hacking")}
 
 
 def make_experiment(name: str, profile: Profile, args: argparse.Namespace) -> Experiment:
@@ -116,11 +120,11 @@ def make_experiment(name: str, profile: Profile, args: argparse.Namespace) -> Ex
         if name == "length":
             raise SystemExit("--k belongs to mbpp and hacking; length takes --group-size")
         options["k"] = args.k
-    for option, owner in OWN_OPTIONS.items():
+    for option, owners in OWN_OPTIONS.items():
         value = getattr(args, option, None)
         if value is not None:
-            if name != owner:
-                raise SystemExit(f"--{option} belongs to {owner}")
+            if name not in owners:
+                raise SystemExit(f"--{option.replace('_', '-')} belongs to {' and '.join(owners)}")
             options[option] = value
     return EXPERIMENTS[name](profile, **options)
 

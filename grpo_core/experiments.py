@@ -150,9 +150,15 @@ HELD_OUT_EVAL: dict[str, EvalSize] = {
 HACKING_EVAL = HELD_OUT_EVAL  # experiment 3 uses the same sizes (the former name)
 
 
-def eval_size(profile: Profile) -> EvalSize:
-    """The profile's :class:`EvalSize` (a profile not in ``HELD_OUT_EVAL`` gets ``cpu``'s)."""
-    return HELD_OUT_EVAL.get(profile.name, HELD_OUT_EVAL["cpu"])
+def eval_size(profile: Profile, samples: int | None = None) -> EvalSize:
+    """The profile's :class:`EvalSize` (a profile not in ``HELD_OUT_EVAL`` gets ``cpu``'s),
+    with ``samples`` completions per problem instead of its own when given."""
+    size = HELD_OUT_EVAL.get(profile.name, HELD_OUT_EVAL["cpu"])
+    if samples is None:
+        return size
+    if not isinstance(samples, int) or samples < 1:
+        raise ValueError(f"eval samples per problem must be an int >= 1, got {samples!r}")
+    return EvalSize(size.problems, samples, size.every)
 
 
 def held_out_rows(profile: Profile) -> list[dict[str, Any]]:
@@ -173,19 +179,23 @@ def held_out_rows(profile: Profile) -> list[dict[str, Any]]:
 
 
 def held_out_experiment_evaluator(profile: Profile, rows: list[dict[str, Any]],
-                                  reward_funcs: list[RewardFn]) -> Evaluator:
-    """The held-out evaluator of the code experiments: ``eval_size(profile).samples`` per
-    problem, the profile's seed, and the run's own sampling settings (budget, temperature:
-    ``train`` binds them), so held-out completions are drawn as the training ones are."""
+                                  reward_funcs: list[RewardFn],
+                                  samples: int | None = None) -> Evaluator:
+    """The held-out evaluator of the code experiments: ``eval_size(profile, samples).samples``
+    per problem, the profile's seed, and the run's own sampling settings (budget,
+    temperature: ``train`` binds them), so held-out completions are drawn as the training
+    ones are."""
     from grpo_core.evaluation import HeldOutEvaluator
 
-    return HeldOutEvaluator(rows, reward_funcs, samples_per_prompt=eval_size(profile).samples,
+    return HeldOutEvaluator(rows, reward_funcs,
+                            samples_per_prompt=eval_size(profile, samples).samples,
                             seed=profile.seed)
 
 
-def held_out_notes(rows: list[dict[str, Any]], profile: Profile) -> dict[str, Any]:
+def held_out_notes(rows: list[dict[str, Any]], profile: Profile,
+                   samples: int | None = None) -> dict[str, Any]:
     """What ``config.json`` records about the held-out evaluation."""
-    size = eval_size(profile)
+    size = eval_size(profile, samples)
     return {"held_out_split": "MBPP validation" if profile.data_source == "hub"
             else "course_split held_out",
             "held_out_task_ids": [row["task_id"] for row in rows],
@@ -256,7 +266,7 @@ def code_row(problem: dict[str, Any]) -> dict[str, Any]:
 
 
 def mbpp_experiment(profile: Profile, k: int | None = None, negate: bool = False,
-                    problems: str = "default") -> Experiment:
+                    problems: str = "default", eval_samples: int | None = None) -> Experiment:
     """Experiment 2: unit-test reward on coding problems, group size ``k``.
 
     Loop settings: the lecture's loss (``grpo``), no KL, one update per rollout, the same
@@ -265,6 +275,7 @@ def mbpp_experiment(profile: Profile, k: int | None = None, negate: bool = False
     every ``eval_size(profile).every`` steps and after the last (``eval/unit_test_reward``,
     ``/sem``, ``/delta_sem``). ``problems="mbpp"`` trains on MBPP's train split in any
     profile: in ``cpu``, a task SmolLM2-135M cannot reach (notebook 11's no-signal run).
+    ``eval_samples``: completions per held-out problem (default: the profile's).
     """
     from grpo_core.rewards import unit_test_reward
 
@@ -280,11 +291,12 @@ def mbpp_experiment(profile: Profile, k: int | None = None, negate: bool = False
                    "eval_every": eval_size(profile).every, **sizes},
         title=(f"experiment 2 ({profile.name}): unit-test reward, k = {sizes['group_size']} "
                f"x {sizes['prompts_per_step']} prompts per step"),
-        evaluate=held_out_experiment_evaluator(profile, held_out, [unit_test_reward]),
+        evaluate=held_out_experiment_evaluator(profile, held_out, [unit_test_reward],
+                                               eval_samples),
         notes={"held_out_metric": "eval/unit_test_reward",
                "train_split": "MBPP train" if profile.data_source == "hub" or problems == "mbpp"
                else f"course_split train, difficulties {', '.join(MBPP_LOCAL_DIFFICULTIES)}",
-               **held_out_notes(held_out, profile)},
+               **held_out_notes(held_out, profile, eval_samples)},
     )
 
 
@@ -318,7 +330,8 @@ def hacking_proxy(name: str) -> RewardFn:
 
 
 def hacking_experiment(profile: Profile, k: int | None = None, negate: bool = False,
-                       proxy: str = HACKING_PROXIES[0]) -> Experiment:
+                       proxy: str = HACKING_PROXIES[0],
+                       eval_samples: int | None = None) -> Experiment:
     """Experiment 3: train on a proxy that never runs the code, watch the true score.
 
     Reward: the proxy alone (weight 1): ``long_function_reward`` (defines the function, and
@@ -327,7 +340,8 @@ def hacking_experiment(profile: Profile, k: int | None = None, negate: bool = Fa
     but never trains. At step 0 (the base model), every ``eval_size(profile).every`` steps
     and after the last, a held-out evaluation samples the same problems (:func:`hacking_split`)
     with the same seed and reports the true score, the proxy and ``defines_function_reward``,
-    each with its standard errors.
+    each with its standard errors (``eval_samples`` completions per problem; default: the
+    profile's).
     """
     from grpo_core.rewards import defines_function_reward, unit_test_reward
 
@@ -346,12 +360,12 @@ def hacking_experiment(profile: Profile, k: int | None = None, negate: bool = Fa
                    "eval_every": eval_size(profile).every, **sizes},
         title=(f"experiment 3 ({profile.name}): proxy = {reward_name(proxy_fn)}, "
                "true = unit tests (weight 0, and held out)"),
-        evaluate=held_out_experiment_evaluator(profile, held_out, watched),
+        evaluate=held_out_experiment_evaluator(profile, held_out, watched, eval_samples),
         notes={"proxy_reward": reward_name(proxy_fn), "true_reward": "unit_test_reward",
                "true_metric": "eval/unit_test_reward",
                "train_split": "MBPP train" if profile.data_source == "hub" else
                "course_split train, every difficulty",
-               **held_out_notes(held_out, profile)},
+               **held_out_notes(held_out, profile, eval_samples)},
     )
 
 

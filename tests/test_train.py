@@ -472,6 +472,26 @@ def test_problems_option_trains_mbpp_on_real_mbpp_and_is_refused_elsewhere(monke
         main(["length", "--profile", "smoke", "--problems", "mbpp", "--out", "/nonexistent"])
 
 
+def test_eval_samples_sets_the_held_out_samples_of_both_code_experiments():
+    from grpo_core.cli import make_experiment, parse_args
+    from grpo_core.experiments import eval_size
+    from grpo_core.profiles import get_profile
+
+    cpu = get_profile("cpu")
+    for name in ("mbpp", "hacking"):
+        args = parse_args([name, "--profile", "cpu", "--eval-samples", "3"])
+        experiment = make_experiment(name, cpu, args)
+        assert experiment.evaluate.samples_per_prompt == 3
+        assert experiment.notes["eval_samples_per_problem"] == 3
+        default = make_experiment(name, cpu, parse_args([name, "--profile", "cpu"]))
+        assert default.evaluate.samples_per_prompt == eval_size(cpu).samples == 2
+    assert eval_size(cpu, 3).every == eval_size(cpu).every  # only the samples change
+    with pytest.raises(ValueError, match="eval samples per problem must be an int >= 1"):
+        eval_size(cpu, 0)
+    with pytest.raises(SystemExit, match="--eval-samples belongs to mbpp and hacking"):
+        main(["length", "--profile", "smoke", "--eval-samples", "3", "--out", "/nonexistent"])
+
+
 def test_beta_on_the_command_line_reaches_the_train_config():
     # the beta runs of notebook 07: python -m grpo_core length --beta 0.04 ...
     from grpo_core.cli import config_overrides, parse_args
