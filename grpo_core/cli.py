@@ -59,6 +59,7 @@ OPTIONS: dict[str, tuple[str, type]] = {
     "--save-every": ("save_every", int),
     "--eval-every": ("eval_every", int),
     "--samples-max-chars": ("samples_max_chars", int),
+    "--samples-eval-per-problem": ("samples_eval_per_problem", int),
     "--temperature": ("temperature", float),
     "--lora-rank": ("lora_rank", int),
     "--lora-alpha": ("lora_alpha", float),

@@ -473,7 +473,7 @@ def test_problems_option_trains_mbpp_on_real_mbpp_and_is_refused_elsewhere(monke
 
 
 def test_eval_samples_sets_the_held_out_samples_of_both_code_experiments():
-    from grpo_core.cli import make_experiment, parse_args
+    from grpo_core.cli import config_overrides, make_experiment, parse_args
     from grpo_core.experiments import eval_size
     from grpo_core.profiles import get_profile
 
@@ -488,6 +488,9 @@ def test_eval_samples_sets_the_held_out_samples_of_both_code_experiments():
     assert eval_size(cpu, 3).every == eval_size(cpu).every  # only the samples change
     with pytest.raises(ValueError, match="eval samples per problem must be an int >= 1"):
         eval_size(cpu, 0)
+    # and samples.jsonl can keep every one of them (TrainConfig keeps the first 2 by default)
+    kept = parse_args(["mbpp", "--eval-samples", "3", "--samples-eval-per-problem", "3"])
+    assert config_overrides(kept) == {"samples_eval_per_problem": 3}
     with pytest.raises(SystemExit, match="--eval-samples belongs to mbpp and hacking"):
         main(["length", "--profile", "smoke", "--eval-samples", "3", "--out", "/nonexistent"])
 
