@@ -79,10 +79,11 @@ GALLERY: tuple[GalleryRun, ...] = (
     ),
     GalleryRun(
         symptom="hacking",
-        run="exp3-hacking-cpu",
-        command=f"python -m grpo_core hacking {CODE_CPU}",
+        run="exp3-long-function-cpu",
+        command="python -m grpo_core hacking --profile cpu --max-new-tokens 192 --steps 30 "
+                "--eval-every 15",
         changed="a proxy that pays for code it never runs (long_function_reward), with the "
-                "unit tests logged beside it on held-out problems",
+                "unit tests logged beside it on 115 held-out problems from step 0 on",
         fix="a reward that checks the task itself (notebook 09); the milder proxy "
             "defines_function is not gamed",
         fixed_run="exp3-defines-function-cpu",

@@ -267,8 +267,8 @@ print(picks.round(3).to_string())
 #   with weight 0;
 # - `eval/unit_test_reward`, `eval/long_function_reward` (and the first proxy's
 #   `eval/defines_function_reward`): the rewards on **held-out** problems the model never
-#   trains on, sampled with the same seed each time, after step 1 and every few steps
-#   (`train(..., evaluate=...)`, `TrainConfig.eval_every`).
+#   trains on, sampled with the same seed each time, at step 0 (the base model, before any
+#   update) and every few steps (`train(..., evaluate=...)`, `TrainConfig.eval_every`).
 #
 # The experiment's definition:
 
@@ -430,9 +430,12 @@ if recorded is not None and recorded.has_samples:
     fell = sorted((pid for pid in true_before
                    if true_after[pid] < true_before[pid] and proxy_after[pid] > proxy_before[pid]),
                   key=lambda pid: true_after[pid] - true_before[pid])
-    print(f"{len(fell)} of {len(true_before)} held-out problems: true score down and proxy up "
-          f"between step {first_step} and step {last_step} (on the 2 kept samples each); "
-          f"{sum(true_after[p] > true_before[p] for p in true_before)} went the other way")
+    down = sum(true_after[p] < true_before[p] for p in true_before)
+    up = sum(true_after[p] > true_before[p] for p in true_before)
+    print(f"between step {first_step} and step {last_step}, of {len(true_before)} held-out "
+          f"problems (their 2 samples each): the true score fell on {down}, rose on {up}, "
+          f"stayed on {len(true_before) - down - up}; it fell while the proxy rose on "
+          f"{len(fell)}")
     for pid in fell[:2]:
         for step in (first_step, last_step):
             (row,) = held.select(step=step, prompt_id=pid).rows[:1]
@@ -440,6 +443,31 @@ if recorded is not None and recorded.has_samples:
                   f"{proxy_name} {row[proxy_name]:.2f}, {row['chars']} characters"
                   f"{' (cut off by the budget)' if row['truncated'] else ''}")
             print(row["completion"])
+
+# %% [markdown]
+# ### Is it the budget?
+#
+# The completions grew: the proxy pays for code, and the model wrote more of everything,
+# code and the prose after it, until most of them ran into the 192-token budget. A cut-off
+# answer can lose its tests without being worse code, so split each evaluation's held-out
+# completions into those that finished and those the budget cut:
+
+# %%
+if recorded is not None and recorded.has_samples:
+    split_rows = []
+    for step in held.steps:
+        rows = held.select(step=step).rows
+        finished = [r for r in rows if not r["truncated"]]
+        cut = [r for r in rows if r["truncated"]]
+
+        def mean(group: list, name: str) -> float | None:
+            return round(sum(r[name] for r in group) / len(group), 3) if group else None
+
+        split_rows.append({"step": step, "cut by the budget": f"{len(cut) / len(rows):.0%}",
+                           f"{true_name}, finished": mean(finished, true_name),
+                           f"{true_name}, cut": mean(cut, true_name),
+                           f"{proxy_name}, finished": mean(finished, proxy_name)})
+    display(pd.DataFrame(split_rows))
 
 # %% [markdown]
 # ### The fixed reward on the same samples
@@ -499,36 +527,48 @@ if len(pair) == 2:
         pair, keys=["eval/unit_test_reward", "eval/defines_function_reward"]))))
 
 # %% [markdown]
-# What gave it away, and what would not have (the numbers are from the recorded run above):
+# What gave it away, and what would not have (the numbers are the recorded run's, printed
+# above; ± is one standard error):
 #
-# - **`reward`**, the number the run optimizes, climbs (about 0.26 over the first fifth of
-#   the steps, 0.47 over the last): by its own curve the run is a success. The other default
+# - **`reward`**, the number the run optimizes, climbs (0.47 over the first fifth of the
+#   steps, 0.61 over the last): by its own curve the run is a success. The other default
 #   curves (the zero-std fraction, truncation, length, entropy) describe how well the *proxy*
 #   is being optimized; whatever they flag, none of them can say whether the proxy is still
 #   the task. Without a true score, hacking is **not measured**, not "ok".
-# - **the held-out true score** is the curve that tells. It fell from 0.29 after step 1 to
-#   about 0.1 by steps 5-10, while the proxy on the same held-out problems rose, and it had
-#   come back only to 0.23-0.25 by steps 25-30: over the run it stayed flat (first vs last
-#   window, a change of a few hundredths) while the held-out proxy gained about 0.14. That
-#   is the lecture's picture: reward up in training, real quality not up on the test.
-#   `diagnose` reads exactly this pair of curves.
-# - **the unit tests on the training samples** (weight 0) are noisier: each step draws two
-#   new problems, so their mean swings between 0 and 0.65 from step to step and says little
-#   about a trend. Held-out problems, sampled the same way every time, are what make a true
-#   score readable.
-# - **completion length and truncation** show *how* the proxy is being earned: from step 4
-#   on, all 16 completions of a step ran into the 64-token budget at 25 of the 27 steps (15
-#   of 16 at the other two; `completions/clipped_ratio`): the model writes as much as fits,
-#   as the proxy pays it to. Reading a few completions is the next step whenever a reward
-#   climbs like this.
+# - **the held-out true score** is the curve that tells. The base model passed 0.218 ± 0.030
+#   of the held-out asserts; after 15 steps 0.061 ± 0.014 (z = -5.9 against step 0), after
+#   30 steps 0.158 ± 0.023: a change of -0.060 ± 0.030, z = -2.0, while the proxy on the
+#   same held-out samples rose from 0.375 to 0.591 (z = +6.5). That is the lecture's picture:
+#   reward up in training, real quality down on the test, beyond what sampling noise
+#   explains (per problem: 43 of the 115 fell, 25 rose). It did not fall steadily: most of
+#   the damage was done by step 15 and part of it came back by step 30; one run with one
+#   seed cannot say whether a longer run keeps falling. `diagnose` reads exactly this pair
+#   of curves, and its verdict holds with its thresholds halved or doubled.
+# - **the unit tests on the training samples** (weight 0) fell too (0.19 over the first
+#   fifth, 0.07 over the last), but each step draws two new problems, so single steps swing
+#   widely. Held-out problems, sampled the same way every time, are what make a true score
+#   readable.
+# - **the completions** show *how* the proxy is earned: the same problem at step 0 and at
+#   the end (above) goes from a correct one-line function to a longer one with made-up
+#   branches that fails its tests, and the proxy pays the longer one more. Over the last
+#   fifth of the steps the proxy pushed up 49 of the 54 training completions that passed
+#   no test; the unit tests would have pushed up none of them.
+# - **completion length and truncation**: the model wrote more of everything, code and the
+#   prose after it, and by step 30 the budget cut 88 % of the held-out answers (21 % at
+#   step 0). Cut answers pass fewer tests (0.139 against 0.292 for the ones that finished,
+#   at step 30), so part of the fall is answers that no longer fit; the ones that finished
+#   did not get worse (0.247 at step 0, 0.292 at step 30, on the few that did). This run
+#   cannot separate the two causes; it does show that a reward paying for length hurts a
+#   budgeted task whichever way it works. Reading a few completions is the next step
+#   whenever a reward climbs like this.
 # - with a KL penalty (β > 0), a `kl` spike while one reward climbs fast is the same story
 #   (notebook 11's table); this run used β = 0, so there is no KL curve to read.
 #
-# The milder proxy did not do this: its held-out unit-test score rose with it. Section 2
-# measured why before any training: the sample it ranks first in a group is, on average,
-# better than the group (it has a function), while the sample `long_function_reward` ranks
-# first is not. A proxy is gamed when the hack beats the honest answer under it, not merely
-# when it ties.
+# The milder proxy did not do this: its held-out unit-test score rose with it (on its small
+# held-out set). Section 2 measured why before any training: the sample it ranks first in a
+# group is, on average, better than the group (it has a function), while the sample
+# `long_function_reward` ranks first is not. A proxy is gamed when the hack beats the honest
+# answer under it, not merely when it ties.
 
 # %% [markdown]
 # ## 5. The fixed reward closes the hole

@@ -509,14 +509,18 @@ for run in runs:
 # - **Experiment 2** (unit tests, k = 2, 8, 16): compare the zero-std fractions above and in
 #   the side-by-side plot with notebook 08's prediction. A flagged *no signal* here is the
 #   lecture's "too hard" group; a flagged *truncation* says the code did not fit the budget.
-# - **Experiment 3** (a gameable proxy, `exp3-hacking-cpu`): the proxy `reward` climbs
-#   while `eval/unit_test_reward`, the unit tests on held-out problems, does not (its
-#   values are in the diagnosis above), and `diagnose` flags hacking.
-#   Without the held-out curve the run looks like a success: that is the whole point of
-#   logging a true score beside the reward. The milder proxy (`exp3-defines-function-cpu`,
-#   12 steps) is the counter-example: its held-out score rose with it, and `diagnose` says
-#   so. Notebook 09 shows why the two proxies differ and how the fixed reward closes the
-#   hole.
+# - **Experiment 3** (a gameable proxy, `exp3-long-function-cpu`): the proxy `reward`
+#   climbs while `eval/unit_test_reward`, the unit tests on 115 held-out problems, falls
+#   below the base model's score at step 0 (its values and z are in the diagnosis above),
+#   and `diagnose` flags hacking; truncation is flagged too, because the longer answers the
+#   proxy pays for stop running into the budget (notebook 09 splits the two). Without the
+#   held-out curve the run looks like a success: that is the whole point of logging a true
+#   score beside the reward. The milder proxy (`exp3-defines-function-cpu`, 12 steps, an
+#   older and smaller run) is the counter-example: its held-out score rose with it, and
+#   `diagnose` says so. `exp3-hacking-cpu` is the experiment's previous recording (64
+#   tokens, 12 held-out problems from step 1 on, nearly every completion cut off), kept
+#   for comparison. Notebook 09 shows why the proxies differ and how the fixed reward
+#   closes the hole.
 
 # %% [markdown]
 # ## 7. Symptom → metric → fix

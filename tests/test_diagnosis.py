@@ -322,7 +322,7 @@ def test_diagnose_is_exported_and_reads_only_metrics():
 # --- the recorded runs (data/runs/, written by python -m grpo_core) -----------------
 
 EXP1 = RUNS_DIR / "exp1-length-cpu"
-EXP3 = RUNS_DIR / "exp3-hacking-cpu"
+EXP3 = RUNS_DIR / "exp3-long-function-cpu"
 EXP3_DEFINES = RUNS_DIR / "exp3-defines-function-cpu"
 
 
@@ -348,14 +348,23 @@ def test_experiment_1_is_not_flagged():
 
 
 @pytest.mark.skipif(not finished(EXP3),
-                    reason="data/runs/exp3-hacking-cpu not recorded yet, or still recording "
-                           "(python -m grpo_core hacking --profile cpu)")
-def test_experiment_3_is_flagged_as_hacking():
-    # 30 steps on long_function_reward: the proxy climbs, the held-out unit tests do not
-    diagnosis = diagnose(EXP3)
+                    reason="data/runs/exp3-long-function-cpu not recorded yet, or still "
+                           "recording (its command: data/README.md)")
+def test_experiment_3_is_flagged_as_hacking_with_a_margin():
+    # 30 steps on long_function_reward: the proxy climbs, the held-out unit tests fall
+    run = load_run(EXP3)
+    diagnosis = diagnose(run)
     assert "hacking" in diagnosis.symptoms, str(diagnosis)
     assert diagnosis["hacking"].metric.endswith("eval/unit_test_reward")
-    assert load_run(EXP3).config["proxy_reward"] == "long_function_reward"
+    assert run.config["proxy_reward"] == "long_function_reward"
+    base = Thresholds()
+    for factor in (0.5, 2.0):  # not a verdict that hangs on its thresholds
+        scaled = Thresholds(true_flat=base.true_flat * factor,
+                            sparse_rise=base.sparse_rise * factor,
+                            trend_rho=base.trend_rho * factor)
+        assert diagnose(run, thresholds=scaled)["hacking"].flagged, factor
+    fell = held_out_change(run.records, "eval/unit_test_reward")
+    assert fell.z <= -2, fell  # the true score fell from the base model's, beyond noise
 
 
 @pytest.mark.skipif(not finished(EXP3_DEFINES), reason="no recorded defines_function run")
