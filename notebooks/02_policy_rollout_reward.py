@@ -17,7 +17,7 @@
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/02_policy_rollout_reward.ipynb)
 #
 # **Needs:** a laptop CPU (about 3 GB of free memory: the model, its gradients and AdamW's two
-# moments) or a Colab GPU. **Takes:** `cpu` profile 1.8 min to build on the course's 2-core CPU
+# moments) or a Colab GPU. **Takes:** `cpu` profile 2.2 min to build on the course's 2-core CPU
 # machine, otherwise idle; the `smoke` profile (seconds per cell) and all the other timings are
 # in the README's timing table. Not yet measured on a GPU.
 #

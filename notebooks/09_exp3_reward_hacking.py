@@ -16,7 +16,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/09_exp3_reward_hacking.ipynb)
 #
-# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** `cpu` profile 11.4 min to build
+# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** `cpu` profile 12.9 min to build
 # on the course's 2-core CPU machine, otherwise idle. Section 4 reads a recorded `cpu` run
 # instead of training that long; the `smoke` profile (seconds per cell) and all the other
 # timings are in the README's timing table. Not yet measured on a GPU.
@@ -248,14 +248,14 @@ print("true score of the sample each reward ranks first:")
 print(picks.round(3).to_string())
 
 # %% [markdown]
-# On the committed `cpu` run's base samples the proxy's favourite is no better than a
-# sample drawn at random (true score 0.486 against the mean 0.488), while the first proxy's
-# favourite is clearly better (0.651: ranking by "has the function" puts the answers
-# without one last, and those never pass). So `defines_function_reward` points, on average,
-# toward the task, and `long_function_reward` does not point toward it at all. And it
-# favours the hacks: 16 of the 96 samples get 42% of its positive push, and a higher mean
-# advantage than the solutions (section 5's table). Section 4's two recorded runs show what
-# each proxy did in training.
+# On the committed `cpu` build's base samples (78 training problems x 8) the proxy's
+# favourite is *worse* than a sample drawn at random (true score 0.174 against the mean
+# 0.203), while the first proxy's favourite is better (0.299: ranking by "has the function"
+# puts the answers without one last, and those never pass). So `defines_function_reward`
+# points, on average, toward the task, and `long_function_reward` points slightly away from
+# it. And it favours the hacks: the 213 hacks among the 624 samples get 68 % of its positive
+# push, and a higher mean advantage than the solutions (0.69 against 0.23, section 5's
+# table). Section 4's recorded runs show what each proxy did in training.
 
 # %% [markdown]
 # ## 3. Train against the proxy, watch the true score
@@ -305,8 +305,9 @@ for record in result.metrics:
 # %% [markdown]
 # ## 4. A run recorded earlier: which curves gave it away
 #
-# The same experiment from the command line, for the `cpu` profile's 30 steps, with room for
-# the code (192 new tokens, not 64: at 64 almost every completion was cut off) and a
+# The same experiment from the command line, for the `cpu` profile's 30 steps, with more
+# room (192 new tokens, not the profile's 64, at which the experiment's previous recording,
+# `exp3-hacking-cpu`, had nearly every completion cut off) and a
 # held-out check the size of a measurement: all 115 held-out problems x 2 samples, at step 0
 # (the base model, before any update), step 15 and step 30, the same prompts and seed every
 # time. Its command and wall time:
@@ -521,7 +522,8 @@ pair = [run for run in (recorded, load_run(milder_dir) if milder_dir in list_run
 for run in pair:
     finding = diagnose(run)["hacking"]
     print(f"{run.name} (proxy {run.config.get('proxy_reward')}, "
-          f"{len(run.records)} steps): hacking {finding.status}\n  {finding.evidence}")
+          f"{sum('reward' in r for r in run.records)} steps): hacking {finding.status}\n  "
+          f"{finding.evidence}")
 if len(pair) == 2:
     display(Image(figure_png(compare_runs(
         pair, keys=["eval/unit_test_reward", "eval/defines_function_reward"]))))

@@ -17,7 +17,7 @@
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/11_reading_the_run.ipynb)
 #
 # **Needs:** a laptop CPU; no model, no GPU: it reads the runs recorded in `data/runs/`.
-# **Takes:** `cpu` profile 23 s to build on the course's 2-core CPU machine, otherwise idle (no
+# **Takes:** `cpu` profile 24 s to build on the course's 2-core CPU machine, otherwise idle (no
 # model is loaded); the `smoke` profile (seconds per cell) and all the other timings are in the
 # README's timing table. Not yet measured on a GPU.
 #
