@@ -77,6 +77,13 @@ def test_start_page_lists_the_course_in_order():
     assert "`cpu` profile" in text and "GRPO_PROFILE=smoke make lab" in text
 
 
+def test_rewriting_the_start_page_changes_no_byte(tmp_path):
+    from tools.notebooks import write_start_page
+
+    first = write_start_page(SCRIPTS, tmp_path).read_bytes()
+    assert write_start_page(SCRIPTS, tmp_path).read_bytes() == first  # no fresh cell ids
+
+
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
 def test_committed_widgets_carry_their_state_and_a_static_picture(script):
     """A widget output shows its picture where no kernel runs it (JupyterLab before the kernel

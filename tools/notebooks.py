@@ -81,8 +81,10 @@ def start_page(scripts: list[Path]) -> nbformat.NotebookNode:
     each a link with its title. Markdown only: nothing to run."""
     path = "\n".join(f"- [{notebook_title(script)}]({script.stem}.ipynb)" for script in scripts)
     notebook = nbformat.v4.new_notebook()
-    notebook.cells = [nbformat.v4.new_markdown_cell(START_INTRO),
-                      nbformat.v4.new_markdown_cell(f"## The path through the course\n\n{path}")]
+    # fixed cell ids: rewriting the page changes nothing when the notebooks did not change
+    notebook.cells = [nbformat.v4.new_markdown_cell(START_INTRO, id="start-intro"),
+                      nbformat.v4.new_markdown_cell(f"## The path through the course\n\n{path}",
+                                                    id="start-path")]
     notebook.metadata["kernelspec"] = KERNELSPEC
     return notebook
 
