@@ -400,8 +400,13 @@ def test_run_explorer_slider_shows_another_steps_completions(lab_server, scratch
             assert signs.count() > 0  # completions coloured by their advantage's sign
 
             OUTPUT_DIR.mkdir(parents=True, exist_ok=True)
-            cell.locator(".jp-Cell-outputArea").screenshot(path=str(screenshot),
-                                                           animations="disabled")
+            area = cell.locator(".jp-Cell-outputArea")
+            # the whole explorer, its groups too: a window as tall as the output, else the
+            # notebook panel clips what lies below its fold and the picture shows grey there
+            height = int(area.bounding_box()["height"]) + 400
+            page.set_viewport_size({"width": 1400, "height": min(max(height, 1000), 12_000)})
+            area.scroll_into_view_if_needed()
+            area.screenshot(path=str(screenshot), animations="disabled")
         finally:
             browser.close()
     assert screenshot.stat().st_size > 10_000
