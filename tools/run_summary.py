@@ -28,12 +28,14 @@ HEADER = ("| run | held-out metric | step 0 | end | change (z) | reward first ->
           "| truncated, last fifth | wall | flagged |")
 
 
-def _fifths(records, key: str) -> str:
+def _fifths(records, key: str):
+    """``trend`` of ``key`` (its first and last fifth), or None when it was not logged."""
     steps, values = series(records, key)
-    if not values:
-        return "-"
-    moved = trend(steps, values)
-    return f"{moved.first:.3g} -> {moved.last:.3g}"
+    return trend(steps, values) if values else None
+
+
+def _sem(value: float | None) -> str:
+    return "?" if value is None else f"{value:.3f}"
 
 
 def summary_row(path: Path) -> str:
@@ -49,16 +51,17 @@ def summary_row(path: Path) -> str:
         held = ("-", "-", "-", "-")
     else:
         z = f"{moved.z:+.1f}" if moved.z is not None else "-"
-        held = (key, f"{moved.start:.3f} ± {moved.start_sem or 0:.3f}",
-                f"{moved.end:.3f} ± {moved.end_sem or 0:.3f} (step {moved.end_step})",
+        held = (key, f"{moved.start:.3f} ± {_sem(moved.start_sem)}",
+                f"{moved.end:.3f} ± {_sem(moved.end_sem)} (step {moved.end_step})",
                 f"{moved.change:+.3f} ± {moved.delta_sem:.3f} ({z})")
-    _, clipped = series(records, "completions/clipped_ratio")
-    tail = trend(*series(records, "completions/clipped_ratio")).last if clipped else None
+    reward, clipped = _fifths(records, "reward"), _fifths(records, "completions/clipped_ratio")
     seconds = sum(r.get("step_time", 0.0) for r in training_records(records))
     seconds += sum(r.get("time/eval", 0.0) for r in records)  # step_time leaves it out
     flagged = ", ".join(diagnose(run).symptoms) or "nothing"
-    return (f"| `{run.name}` | {' | '.join(held)} | {_fifths(records, 'reward')} | "
-            f"{'-' if tail is None else f'{tail:.0%}'} | {seconds / 60:.0f} min | {flagged} |")
+    return (f"| `{run.name}` | {' | '.join(held)} | "
+            f"{'-' if reward is None else f'{reward.first:.3g} -> {reward.last:.3g}'} | "
+            f"{'-' if clipped is None else f'{clipped.last:.0%}'} | {seconds / 60:.0f} min | "
+            f"{flagged} |")
 
 
 def main(argv: list[str]) -> int:
