@@ -238,6 +238,19 @@ def _screenshot(locator, name: str) -> None:
     locator.screenshot(path=str(SCREENSHOTS[name]), animations="disabled")
 
 
+def _open_notebook(browser, base: str, token: str, name: str):
+    """A new 1400 x 1000 page with notebook ``name`` open (a fresh workspace) and its kernel
+    idle."""
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(60_000)
+    page.goto(f"{base}/lab/tree/{name}?reset&token={token}")
+    page.locator(".jp-Notebook").first.wait_for()
+    expect(page.locator("#jp-main-statusbar")).to_contain_text("Idle", timeout=90_000)
+    return page
+
+
 def test_the_course_in_a_browser(lab_server, scratch):
     from playwright.sync_api import expect, sync_playwright
 
@@ -246,11 +259,7 @@ def test_the_course_in_a_browser(lab_server, scratch):
     with sync_playwright() as playwright:
         browser = _launch(playwright, scratch)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(60_000)
-            page.goto(f"{base}/lab/tree/{NOTEBOOK.name}?reset&token={token}")
-            page.locator(".jp-Notebook").first.wait_for()
-            expect(page.locator("#jp-main-statusbar")).to_contain_text("Idle", timeout=90_000)
+            page = _open_notebook(browser, base, token, NOTEBOOK.name)
             widget_cell = page.locator(".jp-CodeCell").filter(has_text=WIDGET_CELL_MARK).first
 
             # before running anything: the stored picture, not "VBox(children=..."
@@ -367,11 +376,7 @@ def test_run_explorer_slider_shows_another_steps_completions(lab_server, scratch
     with sync_playwright() as playwright:
         browser = _launch(playwright, scratch)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(60_000)
-            page.goto(f"{base}/lab/tree/{EXPLORER_NOTEBOOK}?reset&token={token}")
-            page.locator(".jp-Notebook").first.wait_for()
-            expect(page.locator("#jp-main-statusbar")).to_contain_text("Idle", timeout=90_000)
+            page = _open_notebook(browser, base, token, EXPLORER_NOTEBOOK)
             cell = page.locator(".jp-CodeCell").first
             cell.locator(".jp-InputArea-editor").click()
             page.keyboard.press("Shift+Enter")
