@@ -138,6 +138,7 @@ def score_samples(
     top_p: float = 1.0,
     seed: int = 0,
     prompts_per_batch: int = 4,
+    stop_at: str | None = None,
     progress: Callable[[int, int], Any] | None = None,
 ) -> tuple[dict[str, Tensor], list[str]]:
     """Sample ``samples_per_prompt`` completions for every row and score each one
@@ -151,7 +152,7 @@ def score_samples(
                               samples_per_prompt=samples_per_prompt,
                               max_new_tokens=max_new_tokens, temperature=temperature,
                               top_p=top_p, seed=seed, prompts_per_batch=prompts_per_batch,
-                              progress=progress)
+                              stop_at=stop_at, progress=progress)
     return scored.scores, scored.texts
 
 
