@@ -81,6 +81,7 @@ def sample_and_score(
     prompts_per_batch: int = 4,
     system_message: str | None = None,
     enable_thinking: bool = False,
+    stop_at: str | None = None,
     progress: Callable[[int, int], Any] | None = None,
 ) -> ScoredSamples:
     """Sample ``samples_per_prompt`` completions for every row and score each one.
@@ -95,6 +96,7 @@ def sample_and_score(
         prompts_per_batch: prompts per decoding loop (memory vs speed); each batch holds
             ``prompts_per_batch * samples_per_prompt`` completions.
         system_message, enable_thinking: passed to the chat template (as in training).
+        stop_at: the rollout's stop rule (``grpo_core.rollout.STOP_RULES``), as in training.
         progress: called as ``progress(done_prompts, total_prompts)`` after each batch.
     """
     funcs, _ = reward_list(reward_funcs)
@@ -111,7 +113,7 @@ def sample_and_score(
                                enable_thinking=enable_thinking) for row in chunk]
         rollout = sample_group(model, tokenizer, prompts, samples_per_prompt,
                                max_new_tokens=max_new_tokens, temperature=temperature,
-                               top_p=top_p, seed=seed * 1_000_003 + start)
+                               top_p=top_p, seed=seed * 1_000_003 + start, stop_at=stop_at)
         columns = group_columns(chunk, samples_per_prompt)
         for fn in funcs:
             values = call_reward(fn, rollout.texts, columns)
@@ -136,6 +138,7 @@ def score_samples(
     top_p: float = 1.0,
     seed: int = 0,
     prompts_per_batch: int = 4,
+    stop_at: str | None = None,
     progress: Callable[[int, int], Any] | None = None,
 ) -> tuple[dict[str, Tensor], list[str]]:
     """Sample ``samples_per_prompt`` completions for every row and score each one
@@ -149,7 +152,7 @@ def score_samples(
                               samples_per_prompt=samples_per_prompt,
                               max_new_tokens=max_new_tokens, temperature=temperature,
                               top_p=top_p, seed=seed, prompts_per_batch=prompts_per_batch,
-                              progress=progress)
+                              stop_at=stop_at, progress=progress)
     return scored.scores, scored.texts
 
 
@@ -215,8 +218,8 @@ class HeldOutEvaluator:
             names each problem (else its index in ``rows``).
         reward_funcs: what to score (e.g. the true score and the proxy).
         samples_per_prompt: completions per problem (k).
-        max_new_tokens, temperature, top_p, system_message, enable_thinking: sampling
-            settings; None (the default) takes the run's (``TrainConfig``, through
+        max_new_tokens, temperature, top_p, system_message, enable_thinking, stop_at:
+            sampling settings; None (the default) takes the run's (``TrainConfig``, through
             :meth:`bind`), so the held-out samples are drawn exactly as the training ones.
         seed: the sampling seed of every evaluation.
         prefix: the metrics' prefix (``eval``).
@@ -235,6 +238,7 @@ class HeldOutEvaluator:
         top_p: float | None = None,
         system_message: str | None = None,
         enable_thinking: bool | None = None,
+        stop_at: str | None = None,
         seed: int = 0,
         prefix: str = "eval",
         completions_per_batch: int = 16,
@@ -251,7 +255,8 @@ class HeldOutEvaluator:
         self.prompt_ids = [row.get("task_id", index) for index, row in enumerate(self.rows)]
         self.settings: dict[str, Any] = {
             "max_new_tokens": max_new_tokens, "temperature": temperature, "top_p": top_p,
-            "system_message": system_message, "enable_thinking": enable_thinking}
+            "system_message": system_message, "enable_thinking": enable_thinking,
+            "stop_at": stop_at}
         self.bound: dict[str, Any] = {}
         self.baseline: dict[str, Tensor] | None = None  # {name: [N]} per-problem means at step 0
         self.last: ScoredSamples | None = None
@@ -264,7 +269,7 @@ class HeldOutEvaluator:
     def sampling(self) -> dict[str, Any]:
         """The settings each evaluation samples with (explicit ones, else the bound run's)."""
         defaults = {"temperature": 1.0, "top_p": 1.0, "system_message": None,
-                    "enable_thinking": False}
+                    "enable_thinking": False, "stop_at": None}
         chosen = {name: value if value is not None else self.bound.get(name, defaults.get(name))
                   for name, value in self.settings.items()}
         if chosen["max_new_tokens"] is None:

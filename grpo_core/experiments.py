@@ -7,7 +7,9 @@ One definition used by the command line (``python -m grpo_core``), the notebooks
   is best when it is 20 characters long. ``negate=True`` flips the sign (notebook 07's
   demonstration that GRPO optimizes exactly the number you return).
 - ``mbpp`` (experiment 2): write a Python function; the reward is the fraction of the
-  problem's asserts that pass in the sandbox (``unit_test_reward``). ``k`` sets the group
+  problem's asserts that pass in the sandbox (``unit_test_reward``). Like experiment 3, it
+  ends each completion where its first fenced code block closes (``stop_at="code_block"``):
+  the reward reads that block, and prose after it would only spend the token budget. ``k`` sets the group
   size and keeps the completions per step fixed (the profile's ``group_size x
   prompts_per_step``), so a larger k means fewer prompts per step. The same reward on
   held-out problems (``eval/unit_test_reward``, with its standard errors) says whether what
@@ -116,6 +118,11 @@ def length_experiment(profile: Profile, negate: bool = False,
         title=f"experiment 1 ({profile.name}): {title}",
         notes={} if reward == "length" else {"reward": reward_name(chosen)},
     )
+
+
+# the code experiments' rollouts end where the first fenced code block closes: their rewards
+# read that block only (``grpo_core.rollout.code_block_closed``)
+CODE_STOP = "code_block"
 
 
 # experiment 2 in the cpu and smoke profiles: the course's own training problems at the edge
@@ -288,7 +295,7 @@ def mbpp_experiment(profile: Profile, k: int | None = None, negate: bool = False
         prompts=mbpp_rows(profile, problems),
         reward_funcs=[unit_test_reward],
         overrides={"loss_type": "grpo", "beta": 0.0, "num_iterations": 1,
-                   "eval_every": eval_size(profile).every, **sizes},
+                   "eval_every": eval_size(profile).every, "stop_at": CODE_STOP, **sizes},
         title=(f"experiment 2 ({profile.name}): unit-test reward, k = {sizes['group_size']} "
                f"x {sizes['prompts_per_step']} prompts per step"),
         evaluate=held_out_experiment_evaluator(profile, held_out, [unit_test_reward],
@@ -357,7 +364,7 @@ def hacking_experiment(profile: Profile, k: int | None = None, negate: bool = Fa
         reward_funcs=[proxy_fn, unit_test_reward],
         reward_weights=[1.0, 0.0],
         overrides={"loss_type": "grpo", "beta": 0.0, "num_iterations": 1,
-                   "eval_every": eval_size(profile).every, **sizes},
+                   "eval_every": eval_size(profile).every, "stop_at": CODE_STOP, **sizes},
         title=(f"experiment 3 ({profile.name}): proxy = {reward_name(proxy_fn)}, "
                "true = unit tests (weight 0, and held out)"),
         evaluate=held_out_experiment_evaluator(profile, held_out, watched, eval_samples),

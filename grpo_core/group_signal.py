@@ -266,6 +266,7 @@ def signal_check(
     seed: int = 0,
     pass_threshold: float = 1.0,
     prompts_per_batch: int = 4,
+    stop_at: str | None = None,
     progress: Callable[[int, int], Any] | None = None,
 ) -> SignalReport:
     """Sample k completions per prompt with the model as it is, score them, summarize.
@@ -280,8 +281,9 @@ def signal_check(
         reward_funcs: one TRL-style reward function or several; several are summed with
             ``reward_weights`` (default all 1), as training sums them.
         k: samples per prompt (the group size), >= 2.
-        max_new_tokens, temperature, top_p, seed, prompts_per_batch, progress: as in
-            ``grpo_core.evaluation.score_samples``.
+        max_new_tokens, temperature, top_p, seed, prompts_per_batch, stop_at, progress: as
+            in ``grpo_core.evaluation.score_samples`` (``stop_at``: the experiment's stop rule,
+            ``TrainConfig.stop_at``).
         pass_threshold: see :func:`summarize_groups`.
 
     Returns:
@@ -299,7 +301,7 @@ def signal_check(
     per_fn, texts = score_samples(model, tokenizer, rows, funcs, samples_per_prompt=k,
                                   max_new_tokens=max_new_tokens, temperature=temperature,
                                   top_p=top_p, seed=seed, prompts_per_batch=prompts_per_batch,
-                                  progress=progress)
+                                  stop_at=stop_at, progress=progress)
     total = weighted_total(per_fn.values(), weights)
     labels = [row.get("task_id", i) for i, row in enumerate(rows)]
     return summarize_groups(total, pass_threshold=pass_threshold, labels=labels, texts=texts)

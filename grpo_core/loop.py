@@ -41,7 +41,7 @@ from grpo_core.lora import adapter_disabled, add_lora, has_adapter, load_adapter
 from grpo_core.loss import LOSS_TYPES, grpo_loss, masked_mean
 from grpo_core.profiles import Profile
 from grpo_core.rewards import RewardFn
-from grpo_core.rollout import Rollout, chat_prompt, sample_group
+from grpo_core.rollout import Rollout, chat_prompt, sample_group, stop_rule
 from grpo_core.run_files import (
     CONFIG_FILE,
     EVAL_STATE_FILE,
@@ -72,6 +72,9 @@ class TrainConfig:
         group_size: completions per prompt (k, TRL's ``num_generations``), at least 2.
         prompts_per_step: prompts sampled per rollout.
         max_new_tokens: completion budget (TRL's ``max_completion_length``).
+        stop_at: a ``grpo_core.rollout.STOP_RULES`` name: a completion also ends with the token
+            that meets it (``"code_block"``: the close of its first fenced code block; the
+            code experiments set it), and is then not truncated. None: EOS and the budget.
         temperature, top_p: sampling settings; log-probs are taken at the same temperature.
         max_steps: optimizer steps in the whole run (a resumed run continues up to it).
         learning_rate: AdamW's, constant (no schedule).
@@ -128,6 +131,7 @@ class TrainConfig:
     group_size: int = 8
     prompts_per_step: int = 2
     max_new_tokens: int = 64
+    stop_at: str | None = None
     temperature: float = 1.0
     top_p: float = 1.0
     max_steps: int = 30
@@ -183,6 +187,8 @@ class TrainConfig:
             )
         _positive_int("prompts_per_step", self.prompts_per_step)
         _positive_int("max_new_tokens", self.max_new_tokens)
+        if self.stop_at is not None:
+            stop_rule(self.stop_at)  # an unknown name says which ones exist
         _positive_int("num_iterations", self.num_iterations)
         _positive_int("samples_max_chars", self.samples_max_chars)
         if self.samples_eval_per_problem is not None:
@@ -288,7 +294,8 @@ def make_rollout(run: _Run, step: int) -> Batch:
     with run.sampling_context():
         rollout = sample_group(run.sampling_model, run.tokenizer, texts, cfg.group_size,
                                max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                               top_p=cfg.top_p, seed=cfg.seed * 1_000_003 + step)
+                               top_p=cfg.top_p, seed=cfg.seed * 1_000_003 + step,
+                               stop_at=cfg.stop_at)
     sampled = time.perf_counter()
     columns = group_columns(chosen, cfg.group_size)
     total, per_fn = compute_rewards(run.reward_funcs, run.reward_weights, rollout.texts, columns)

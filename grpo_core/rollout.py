@@ -15,6 +15,7 @@ of SmolLM2's 49,152-token vocabulary on a laptop CPU, a fifth of a decoding step
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -37,9 +38,11 @@ class Rollout:
         prompt_ids: ``[B, P]`` left-padded prompt token ids.
         prompt_mask: ``[B, P]`` 1 for real prompt tokens, 0 for padding.
         completion_ids: ``[B, C]`` sampled token ids, right-padded after the first EOS.
-        completion_mask: ``[B, C]`` 1 up to and including the first EOS, else 0.
+        completion_mask: ``[B, C]`` 1 up to and including the first EOS (or the token that
+            met the stop rule), else 0.
         texts: ``B`` decoded completions (special tokens removed).
-        truncated: ``[B]`` bool, True where the completion hit ``max_new_tokens`` without EOS.
+        truncated: ``[B]`` bool, True where the completion hit ``max_new_tokens`` without EOS
+            (and without meeting the rollout's stop rule, when it has one).
         prompts: ``B`` prompt strings, each repeated ``group_size`` times.
         group_size: completions per prompt (k).
     """
@@ -87,6 +90,72 @@ def _eos_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -
     elif configured is not None:
         ids.update(configured)
     return sorted(i for i in ids if i is not None)
+
+
+# a whole fenced block: an opening fence with an optional label, a line break, the code, and
+# a closing fence at the start of a line
+_CLOSED_FENCE = re.compile(r"```[^\n`]*\n.*?\n```", re.DOTALL)
+
+
+def code_block_closed(text: str) -> bool:
+    """True once ``text`` holds a whole fenced code block (```` ```python ````, the code, then
+    ```` ``` ```` on a line of its own).
+
+    The code experiments' stop rule (``TrainConfig.stop_at="code_block"``): their rewards read
+    the first such block (``grpo_core.rewards.extract_code``), so whatever the model would
+    write after it is never scored; sampling it only costs time and budget, and a long tail of
+    prose after the code would make the completion run into ``max_new_tokens`` and count as
+    truncated although its code was complete. vLLM's ``stop`` strings and ``generate``'s
+    ``stop_strings`` end a completion the same way.
+    """
+    return _CLOSED_FENCE.search(text) is not None
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """When a completion is over before its EOS.
+
+    Attributes:
+        done: ``text -> bool``, True once the completion so far is complete.
+        trigger: a character the last token must contain for ``done`` to become True (a cheap
+            filter: the text is decoded only after such a token).
+    """
+
+    done: Callable[[str], bool]
+    trigger: str
+
+
+STOP_RULES: dict[str, StopRule] = {"code_block": StopRule(code_block_closed, trigger="`")}
+
+
+def stop_rule(name: str) -> StopRule:
+    """The rule ``name`` of :data:`STOP_RULES`."""
+    if name not in STOP_RULES:
+        raise ValueError(f"unknown stop rule {name!r}: choose one of {', '.join(STOP_RULES)}")
+    return STOP_RULES[name]
+
+
+def _trigger_ids(tokenizer: PreTrainedTokenizerBase, trigger: str) -> list[int]:
+    """The ids of every token whose text contains ``trigger``."""
+    vocabulary = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    return [i for i, token in enumerate(vocabulary) if token is not None and trigger in token]
+
+
+def stop_check(tokenizer: PreTrainedTokenizerBase, rule: StopRule
+               ) -> Callable[[Tensor, Tensor], Tensor]:
+    """``check(new_ids [B, t], active [B]) -> [B] bool``: the active rows whose completion so
+    far meets ``rule`` (decoded only after a token that holds its trigger)."""
+    triggers = torch.tensor(_trigger_ids(tokenizer, rule.trigger), dtype=torch.long)
+
+    def check(new_ids: Tensor, active: Tensor) -> Tensor:
+        done = torch.zeros_like(active)
+        candidates = active & torch.isin(new_ids[:, -1], triggers.to(new_ids.device))
+        for row in candidates.nonzero().flatten().tolist():
+            text = tokenizer.decode(new_ids[row], skip_special_tokens=True)
+            done[row] = rule.done(text)
+        return done
+
+    return check
 
 
 def sample_next_token(logits: Tensor, temperature: float = 1.0, top_p: float = 1.0) -> Tensor:
@@ -147,20 +216,50 @@ def decode(
     Returns:
         ``[B, C]`` new token ids, ``C <= max_new_tokens``.
     """
+    new_ids, _ = decode_until(model, input_ids, attention_mask, max_new_tokens=max_new_tokens,
+                              eos_token_ids=eos_token_ids, pad_token_id=pad_token_id,
+                              next_token=next_token)
+    return new_ids
+
+
+def decode_until(
+    model: PreTrainedModel,
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    *,
+    max_new_tokens: int,
+    eos_token_ids: list[int],
+    pad_token_id: int,
+    next_token: Callable[[Tensor], Tensor],
+    stop: Callable[[Tensor, Tensor], Tensor] | None = None,
+) -> tuple[Tensor, Tensor]:
+    """:func:`decode`, and a row also ends where ``stop`` says it is complete.
+
+    Args:
+        stop: ``(new_ids [B, t], active [B]) -> [B] bool`` after each step (:func:`stop_check`):
+            an active row it marks ends with that step's token, which it keeps; later
+            positions get ``pad_token_id``. None: EOS and the budget only.
+
+    Returns:
+        ``([B, C] new token ids, [B] stopped_at)``: ``stopped_at[i]`` is the number of tokens
+        of row ``i`` when ``stop`` ended it (its last token included), else 0.
+    """
     with torch.inference_mode():  # no autograd bookkeeping at all: less work per operation
-        new_ids = _decode(model, input_ids, attention_mask, max_new_tokens, eos_token_ids,
-                          pad_token_id, next_token)
-    return new_ids.clone()  # a normal tensor again, usable as the input of a training pass
+        new_ids, stopped_at = _decode(model, input_ids, attention_mask, max_new_tokens,
+                                      eos_token_ids, pad_token_id, next_token, stop)
+    # normal tensors again, usable as the input of a training pass
+    return new_ids.clone(), stopped_at.clone()
 
 
 def _decode(model, input_ids, attention_mask, max_new_tokens, eos_token_ids, pad_token_id,
-            next_token) -> Tensor:
+            next_token, stop=None) -> tuple[Tensor, Tensor]:
     from transformers import DynamicCache
 
     cache = DynamicCache(config=model.config)
     positions = _positions(attention_mask)
     eos = torch.tensor(eos_token_ids, device=input_ids.device)
     finished = torch.zeros(input_ids.size(0), dtype=torch.bool, device=input_ids.device)
+    stopped_at = torch.zeros(input_ids.size(0), dtype=torch.long, device=input_ids.device)
     ids, tokens = input_ids, []
     for _ in range(max_new_tokens):
         last = torch.tensor([ids.size(1) - 1], device=ids.device)  # an index: see scored_positions
@@ -168,13 +267,18 @@ def _decode(model, input_ids, attention_mask, max_new_tokens, eos_token_ids, pad
                        cache=cache, use_cache=True, logits_to_keep=last).logits[:, -1]
         token = next_token(logits).masked_fill(finished, pad_token_id)
         tokens.append(token)
+        active = ~finished
         finished |= torch.isin(token, eos)
+        if stop is not None:
+            complete = stop(torch.stack(tokens, dim=1), active & ~finished)
+            stopped_at[complete] = len(tokens)
+            finished |= complete
         if finished.all():
             break
         ids = token[:, None]
         attention_mask = torch.cat([attention_mask, attention_mask.new_ones(ids.shape)], dim=1)
         positions = positions[:, -1:] + 1
-    return torch.stack(tokens, dim=1)
+    return torch.stack(tokens, dim=1), stopped_at
 
 
 @torch.no_grad()
@@ -188,6 +292,7 @@ def sample_group(
     temperature: float = 1.0,
     top_p: float = 1.0,
     seed: int | None = None,
+    stop_at: str | None = None,
 ) -> Rollout:
     """Sample ``group_size`` completions for each prompt in one batched :func:`decode` loop.
 
@@ -197,6 +302,9 @@ def sample_group(
         max_new_tokens: the completion budget; longer completions are cut and flagged
             ``truncated``.
         seed: seeds torch's generator first, so the same call gives the same samples.
+        stop_at: a :data:`STOP_RULES` name (``"code_block"``): a completion also ends with
+            the token that meets the rule, is not truncated, and nothing after it is sampled
+            or scored. None: EOS and the budget only.
 
     Returns:
         A :class:`Rollout` with ``B = len(prompts) * group_size`` rows, group after group.
@@ -212,6 +320,7 @@ def sample_group(
         raise ValueError(f"temperature must be > 0 and top_p in (0, 1], got {temperature} and {top_p}")
     if tokenizer.padding_side != "left":
         raise ValueError("batched generation needs tokenizer.padding_side == 'left'")
+    stop = None if stop_at is None else stop_check(tokenizer, stop_rule(stop_at))
     repeated = [p for p in prompts for _ in range(group_size)]
     encoded = tokenizer(repeated, return_tensors="pt", padding=True, add_special_tokens=False)
     encoded = encoded.to(model.device)
@@ -221,17 +330,21 @@ def sample_group(
     was_training = model.training
     model.eval()  # no dropout while sampling
     try:
-        completion_ids = decode(
+        completion_ids, stopped_at = decode_until(
             model, encoded["input_ids"], encoded["attention_mask"],
             max_new_tokens=max_new_tokens, eos_token_ids=eos_ids,
             pad_token_id=tokenizer.pad_token_id,
-            next_token=lambda logits: sample_next_token(logits, temperature, top_p),
+            next_token=lambda logits: sample_next_token(logits, temperature, top_p), stop=stop,
         )
     finally:
         model.train(was_training)
     mask = completion_mask(completion_ids, eos_ids).to(torch.long)
+    stopped = stopped_at > 0
+    positions = torch.arange(completion_ids.size(1), device=completion_ids.device)
+    # a stopped row has no EOS: its padding must not count, even where pad is an EOS id
+    mask = mask.masked_fill(stopped[:, None] & (positions >= stopped_at[:, None]), 0)
     has_eos = torch.isin(completion_ids, torch.tensor(eos_ids, device=completion_ids.device))
-    truncated = ~has_eos.any(dim=1)
+    truncated = ~(has_eos.any(dim=1) | stopped)
     completion_ids = completion_ids.masked_fill(mask == 0, tokenizer.pad_token_id)
     texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
     return Rollout(

@@ -274,7 +274,8 @@ model, tokenizer = load_policy(profile)
 started = time.perf_counter()
 report = signal_check(model, tokenizer, check_rows, experiment.reward_funcs, k=k_check,
                       max_new_tokens=new_tokens, temperature=profile.temperature,
-                      top_p=profile.top_p, seed=0, prompts_per_batch=10)
+                      top_p=profile.top_p, seed=0, prompts_per_batch=10,
+                      stop_at=experiment.overrides.get("stop_at"))
 print(f"{time.perf_counter() - started:.0f} s")
 print(report.summary())
 print("lecture (Qwen3-0.6B on MBPP): mean reward 0.22, 10 of 20 groups mixed")
@@ -318,7 +319,7 @@ else:
     mbpp_report = signal_check(model, tokenizer, mbpp_rows, experiment.reward_funcs,
                                k=k_check, max_new_tokens=new_tokens,
                                temperature=profile.temperature, top_p=profile.top_p, seed=0,
-                               prompts_per_batch=10)
+                               prompts_per_batch=10, stop_at=experiment.overrides.get("stop_at"))
     print(f"{time.perf_counter() - started:.0f} s")
     print("real MBPP:", mbpp_report.summary())
     print("ours:     ", report.summary())

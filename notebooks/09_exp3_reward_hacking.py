@@ -153,7 +153,8 @@ from grpo_core.experiments import hacking_experiment, hacking_split
 profile = get_profile()
 experiment = hacking_experiment(profile)
 training_rows, held_out_rows = hacking_split(profile)
-new_tokens = TrainConfig.from_profile(profile, **experiment.overrides).max_new_tokens
+settings = TrainConfig.from_profile(profile, **experiment.overrides)
+new_tokens, stop_at = settings.max_new_tokens, settings.stop_at
 print(f"profile {profile.name} ({profile.reason}): {profile.model_id}, "
       f"{new_tokens} new tokens, groups of {profile.group_size}")
 print(f"{len(training_rows)} training problems, {len(held_out_rows)} held out "
@@ -166,7 +167,8 @@ k = profile.group_size
 scores, texts = score_samples(model, tokenizer, check_rows,
                               [long_function_reward, defines_function_reward, unit_test_reward],
                               samples_per_prompt=k, max_new_tokens=new_tokens,
-                              temperature=profile.temperature, seed=profile.seed)
+                              temperature=profile.temperature, seed=profile.seed,
+                              stop_at=stop_at)
 proxy_scores, true_scores = scores["long_function_reward"], scores["unit_test_reward"]
 
 

@@ -139,9 +139,10 @@ def test_the_evaluator_samples_with_the_runs_settings_unless_told(tiny_policy):
     held_out = evaluator()
     with pytest.raises(ValueError, match="max_new_tokens"):
         held_out.sampling()
-    held_out.bind(config(max_new_tokens=9, temperature=0.7, top_p=0.9))
+    held_out.bind(config(max_new_tokens=9, temperature=0.7, top_p=0.9, stop_at="code_block"))
     assert held_out.sampling() == {"max_new_tokens": 9, "temperature": 0.7, "top_p": 0.9,
-                                   "system_message": None, "enable_thinking": False}
+                                   "system_message": None, "enable_thinking": False,
+                                   "stop_at": "code_block"}
     told = evaluator(max_new_tokens=4, temperature=1.3)
     told.bind(config(max_new_tokens=9))
     assert told.sampling()["max_new_tokens"] == 4 and told.sampling()["temperature"] == 1.3

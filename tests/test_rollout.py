@@ -171,3 +171,59 @@ def test_bad_sampling_settings_are_explained(smoke_policy, kwargs, message):
     model, tokenizer = smoke_policy
     with pytest.raises(ValueError, match=message):
         sample_group(model, tokenizer, "x", 2, max_new_tokens=2, **kwargs)
+
+
+# --- the stop rule: a completion is over where its first code block closes ---------------------
+
+@pytest.mark.parametrize(("text", "closed"), [
+    ("```python\ndef f():\n    return 1\n```", True),
+    ("Here it is:\n\n```py\nx = 1\n```\nThis sets x.", True),
+    ("```\nx = 1\n```", True),  # no label
+    ("```python\ndef f():\n    return 1\n", False),  # still open
+    ("```python\ndef f():\n    return 1\n``", False),  # two backticks are not a fence
+    ("```python", False),
+    ("def f():\n    return 1\n```", False),  # a lone fence opens, it does not close
+    ("Use `x` and ``y``.", False),  # inline code
+    ("```python\n```", False),  # an empty block: nothing was written yet
+])
+def test_code_block_closed_needs_an_opening_and_a_closing_fence(text, closed):
+    from grpo_core.rollout import code_block_closed
+
+    assert code_block_closed(text) is closed
+
+
+def test_an_unknown_stop_rule_is_named():
+    from grpo_core.rollout import stop_rule
+
+    with pytest.raises(ValueError, match="unknown stop rule 'code'.*code_block"):
+        stop_rule("code")
+
+
+def test_stop_at_code_block_ends_each_completion_at_its_closing_fence(smoke_policy):
+    model, tokenizer = smoke_policy
+    prompt = chat_prompt(tokenizer, "Write a Python function add(a, b) that returns a + b. "
+                                    "Answer with the function in a ```python code block.")
+    free = sample_group(model, tokenizer, prompt, 4, max_new_tokens=80, seed=3)
+    stopped = sample_group(model, tokenizer, prompt, 4, max_new_tokens=80, seed=3,
+                           stop_at="code_block")
+    from grpo_core.rollout import code_block_closed
+
+    ended_by_rule = 0
+    for row in range(4):
+        length = int(stopped.completion_mask[row].sum())
+        ids = stopped.completion_ids[row, :length]
+        # the same draws until the stop: the stopped completion is a prefix of the free one
+        assert torch.equal(ids, free.completion_ids[row, :length])
+        assert stopped.completion_mask[row, length:].sum() == 0
+        text = stopped.texts[row]
+        if code_block_closed(text):
+            ended_by_rule += 1
+            assert not stopped.truncated[row]
+            assert text.rstrip().endswith("```")
+            # it was complete one token earlier than its end, not sooner
+            assert not code_block_closed(tokenizer.decode(ids[:-1], skip_special_tokens=True))
+        else:  # no closed block: EOS or the budget, exactly as without the rule
+            assert torch.equal(ids, free.completion_ids[row][free.completion_mask[row].bool()])
+            assert bool(stopped.truncated[row]) == bool(free.truncated[row])
+    assert ended_by_rule >= 1, stopped.texts  # this prompt and seed close a block
+    assert stopped.completion_ids.shape[1] <= free.completion_ids.shape[1]

@@ -472,6 +472,19 @@ def test_problems_option_trains_mbpp_on_real_mbpp_and_is_refused_elsewhere(monke
         main(["length", "--profile", "smoke", "--problems", "mbpp", "--out", "/nonexistent"])
 
 
+def test_the_code_experiments_stop_each_completion_where_its_code_block_closes():
+    from grpo_core.experiments import EXPERIMENTS, build_config
+    from grpo_core.loop import TrainConfig
+    from grpo_core.profiles import get_profile
+
+    cpu = get_profile("cpu")
+    for name in ("mbpp", "hacking"):
+        assert build_config(cpu, EXPERIMENTS[name](cpu)).stop_at == "code_block"
+    assert build_config(cpu, EXPERIMENTS["length"](cpu)).stop_at is None
+    with pytest.raises(ValueError, match="unknown stop rule 'fence'"):
+        TrainConfig(stop_at="fence").validate()
+
+
 def test_eval_samples_sets_the_held_out_samples_of_both_code_experiments():
     from grpo_core.cli import config_overrides, make_experiment, parse_args
     from grpo_core.experiments import eval_size
