@@ -37,6 +37,7 @@ from grpo_core.experiments import (
 )
 from grpo_core.loop import RunResult, TrainConfig, train
 from grpo_core.profiles import Profile, get_profile
+from grpo_core.rollout import STOP_RULES
 from grpo_core.run_files import METRICS_FILE, eval_mean_keys, read_jsonl
 from grpo_core.scoring import RewardError
 
@@ -103,6 +104,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="auto (the profile's default): bfloat16 autocast where the device "
                              "has fast bfloat16 (a recent GPU, a CPU with AMX/AVX512-BF16); "
                              "float32: float32 throughout")
+    parser.add_argument("--stop-at", choices=[*sorted(STOP_RULES), "none"], default=None,
+                        help="where a completion ends besides EOS and max_new_tokens (default: "
+                             "the experiment's; mbpp and hacking: code_block, where the first "
+                             "fenced code block closes; none: only EOS and the budget, as the "
+                             "runs recorded before the rule)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch CPU threads (1 is steadier on a busy or shared machine)")
@@ -136,6 +142,8 @@ def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
                  if getattr(args, name) is not None}
     if args.no_checkpoint:
         overrides["save_checkpoint"] = False
+    if getattr(args, "stop_at", None) is not None:
+        overrides["stop_at"] = None if args.stop_at == "none" else args.stop_at
     if getattr(args, "no_samples", False):
         overrides["keep_samples"] = False
     if args.lora and "lora_rank" not in overrides:

@@ -33,7 +33,7 @@ model, no training loop (notebooks 09 and 11).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -572,6 +572,47 @@ def held_out_change(records: StepMetrics, key: str) -> HeldOutChange | None:
     sem_at = dict(zip(sem_steps, sems, strict=True))
     return HeldOutChange(key=key, start=values[0], end=values[-1], start_sem=sem_at.get(0),
                          end_sem=sem_at.get(steps[-1]), delta_sem=ses[-1], end_step=steps[-1])
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """The mean of per-problem differences ``a - b`` over the same held-out problems.
+
+    Attributes:
+        mean: the mean difference over the problems (notebook 08, eq. 8.5).
+        sem: its standard error, std (ddof = 1) of the differences / sqrt(problems): each
+            problem is one independent draw, and its difficulty cancels in its own difference.
+        problems: how many problems were paired.
+    """
+
+    mean: float
+    sem: float
+    problems: int
+
+    @property
+    def z(self) -> float | None:
+        """``mean / sem`` (None when the standard error is 0)."""
+        return self.mean / self.sem if self.sem > 0 else None
+
+
+def paired_difference(a: Mapping[Any, float], b: Mapping[Any, float]) -> PairedDifference:
+    """``a[p] - b[p]`` averaged over the problems ``p``, with its standard error.
+
+    ``a`` and ``b``: each problem's score, ``{problem id: mean over its samples}`` (two runs'
+    held-out scores at the same step, or one run's at two steps: ``Samples.problem_means``).
+    They must hold the same problems, at least two: a difference of different problems is not
+    paired.
+    """
+    if set(a) != set(b):
+        only = sorted(set(a) ^ set(b), key=str)[:5]
+        raise ValueError(f"a and b must score the same problems; only one has {only}")
+    if len(a) < 2:
+        raise ValueError(f"need at least 2 problems to pair, got {len(a)}")
+    differences = [a[p] - b[p] for p in a]
+    mean = math.fsum(differences) / len(differences)
+    spread = math.fsum((d - mean) ** 2 for d in differences) / (len(differences) - 1)
+    return PairedDifference(mean=mean, sem=math.sqrt(spread / len(differences)),
+                            problems=len(differences))
 
 
 def change_from_step0(records: StepMetrics, key: str) -> str:

@@ -25,9 +25,10 @@ class GalleryRun:
         changed: what was changed, against the healthy run, to cause it.
         fix: what the fix does.
         fixed_run: a recorded run with the fix (or the healthy setting), or None.
-        also: other symptoms the run may show as well, without being wrong (a code run's
-            completions hit the 64-token budget; a collapsed policy writes the same completion
-            for the whole group, so its groups give no signal; a KL run collapses too).
+        also: other symptoms the run may show as well, without being wrong (a code run
+            without the stop rule hits its token budget, and the truncation example is
+            experiment 3's proxy; a collapsed policy writes the same completion for the whole
+            group, so its groups give no signal; a KL run collapses too).
     """
 
     symptom: str
@@ -58,11 +59,17 @@ GALLERY: tuple[GalleryRun, ...] = (
     ),
     GalleryRun(
         symptom="truncation",
-        run="exp2-mbpp-k8-cpu",
-        command=f"python -m grpo_core mbpp --k 8 {CODE_CPU} --steps 12",
-        changed="nothing: 64 new tokens are too few for the base model's code, which keeps "
-                "going after the function",
-        fix="a larger max_new_tokens, or a prompt that asks for the function alone",
+        run="exp3-long-function-cpu",
+        command="python -m grpo_core hacking --profile cpu --max-new-tokens 192 --steps 30 "
+                "--eval-every 15 --stop-at none",
+        changed="experiment 3 without its stop rule (recorded before the rule existed): each "
+                "completion runs on after its code block, prose and more code, until the "
+                "192-token budget cuts it",
+        fix="end each completion where its code block closes (the code experiments' stop "
+            "rule, stop_at='code_block'), a larger max_new_tokens, or a prompt that asks for "
+            "the function alone",
+        fixed_run="exp3-stop-cpu",
+        also=("hacking",),
     ),
     GalleryRun(
         symptom="length gaming",
@@ -79,7 +86,7 @@ GALLERY: tuple[GalleryRun, ...] = (
     ),
     GalleryRun(
         symptom="hacking",
-        run="exp3-long-function-cpu",
+        run="exp3-stop-cpu",
         command="python -m grpo_core hacking --profile cpu --max-new-tokens 192 --steps 30 "
                 "--eval-every 15",
         changed="a proxy that pays for code it never runs (long_function_reward), with the "
@@ -87,7 +94,6 @@ GALLERY: tuple[GalleryRun, ...] = (
         fix="a reward that checks the task itself (notebook 09); the milder proxy "
             "defines_function is not gamed",
         fixed_run="exp3-defines-function-cpu",
-        also=("truncation",),
     ),
     GalleryRun(
         symptom="collapse",

@@ -177,6 +177,19 @@ class Samples:
                 and (prompt_id is None or row.get("prompt_id") == prompt_id)]
         return Samples(rows, self.found, self.path)
 
+    def problem_means(self, name: str, step: int, split: str = "held_out") -> dict[Any, float]:
+        """Each problem's mean ``name`` (a reward function's value) over its rows of ``split``
+        at ``step``: ``{prompt_id: mean}``, the per-problem scores a paired comparison needs
+        (``grpo_core.diagnosis.paired_difference``). Empty when no row matches; a matching row
+        without ``name`` raises KeyError."""
+        values: dict[Any, list[float]] = {}
+        for row in self.select(split=split, step=step):
+            if name not in row:
+                raise KeyError(f"a {split} row of step {step} has no {name!r}; it has "
+                               f"{sorted(k for k in row if isinstance(row[k], (int, float)))}")
+            values.setdefault(row.get("prompt_id"), []).append(float(row[name]))
+        return {pid: math.fsum(v) / len(v) for pid, v in values.items()}
+
     @property
     def steps(self) -> list[int]:
         """The steps that have rows, in order."""

@@ -35,8 +35,8 @@
 #    points;
 # 3. train against the proxy while the **true score**, the unit tests on held-out problems,
 #    is logged beside it every few steps;
-# 4. read two recorded runs, this proxy and a milder one: how far the proxy and the true score
-#    moved, and which curves can tell;
+# 4. read recorded runs of this proxy (with and without the stop rule) and of a milder one:
+#    how far the proxy and the true score moved, and which curves can tell;
 # 5. score the same completions with the fixed reward and watch the hole close.
 
 # %%
@@ -308,10 +308,10 @@ for record in result.metrics:
 # ## 4. A run recorded earlier: which curves gave it away
 #
 # The same experiment from the command line, for the `cpu` profile's 30 steps, with more
-# room (192 new tokens, not the profile's 64, at which the experiment's previous recording,
-# `exp3-hacking-cpu`, had nearly every completion cut off) and a
-# held-out check the size of a measurement: all 115 held-out problems x 2 samples, at step 0
-# (the base model, before any update), step 15 and step 30, the same prompts and seed every
+# room (192 new tokens, not the profile's 64), each completion ending where its first code
+# block closes (the experiment's stop rule), and a held-out check the size of a measurement:
+# all 115 held-out problems x 2 samples, at step 0 (the base model, before any update),
+# step 15 and step 30, the same prompts and seed every
 # time. Its command and wall time:
 
 # %%
@@ -321,7 +321,7 @@ from grpo_core.diagnosis import Thresholds, diagnose, held_out_change, trend
 from grpo_core.plots import figure_png, plot_metrics, plot_run
 from grpo_core.run_files import list_runs, load_run, runs_dir, series
 
-RECORDED_RUN = "exp3-long-function-cpu"
+RECORDED_RUN = "exp3-stop-cpu"
 recorded_dir = runs_dir() / RECORDED_RUN
 recorded = load_run(recorded_dir) if recorded_dir in list_runs() else None
 if recorded is None:
@@ -420,16 +420,11 @@ if recorded is not None and recorded.has_samples:
     held = recorded.samples(split="held_out")
     first_step, last_step = held.steps[0], held.steps[-1]
 
-    def per_problem(step: int, name: str) -> dict:
-        """Each held-out problem's mean ``name`` over its kept samples at ``step``."""
-        values: dict = {}
-        for row in held.select(step=step):
-            values.setdefault(row["prompt_id"], []).append(row[name])
-        return {pid: sum(v) / len(v) for pid, v in values.items()}
-
-    true_before, true_after = per_problem(first_step, true_name), per_problem(last_step, true_name)
-    proxy_before = per_problem(first_step, proxy_name)
-    proxy_after = per_problem(last_step, proxy_name)
+    # each held-out problem's mean over its kept samples, {task id: mean}
+    true_before = held.problem_means(true_name, first_step)
+    true_after = held.problem_means(true_name, last_step)
+    proxy_before = held.problem_means(proxy_name, first_step)
+    proxy_after = held.problem_means(proxy_name, last_step)
     fell = sorted((pid for pid in true_before
                    if true_after[pid] < true_before[pid] and proxy_after[pid] > proxy_before[pid]),
                   key=lambda pid: true_after[pid] - true_before[pid])
@@ -450,10 +445,11 @@ if recorded is not None and recorded.has_samples:
 # %% [markdown]
 # ### Is it the budget?
 #
-# The completions grew: the proxy pays for code, and the model wrote more of everything,
-# code and the prose after it, until most of them ran into the 192-token budget. A cut-off
-# answer can lose its tests without being worse code, so split each evaluation's held-out
-# completions into those that finished and those the budget cut:
+# A reward that pays for long code makes answers longer, and an answer cut off by the token
+# budget can lose its tests without being worse code. This run ends each completion where its
+# first code block closes (the experiment's stop rule, `stop_at="code_block"`), so the prose
+# a model likes to write after its code no longer spends the budget. Split each
+# evaluation's held-out completions into those that finished and those the budget cut:
 
 # %%
 if recorded is not None and recorded.has_samples:
@@ -473,6 +469,28 @@ if recorded is not None and recorded.has_samples:
     display(pd.DataFrame(split_rows))
 
 # %% [markdown]
+# The experiment was recorded once before the stop rule existed, with the same command
+# otherwise (today `--stop-at none` reproduces it): there the completions ran on past their
+# code into the budget. The two runs side by side, the held-out true score's change against
+# step 0 and the share of training completions cut off over the last fifth of the steps:
+
+# %%
+BUDGET_RUN = "exp3-long-function-cpu"  # recorded before the stop rule
+budget_dir = runs_dir() / BUDGET_RUN
+if recorded is not None and budget_dir in list_runs():
+    budget_rows = []
+    for run in (load_run(budget_dir), recorded):
+        moved = held_out_change(run.records, f"eval/{true_name}")
+        cut = trend(*series(run.records, "completions/clipped_ratio"))
+        budget_rows.append({"run": run.name, "stop rule": run.config["train"].get("stop_at") or "none",
+                            "true score, step 0": f"{moved.start:.3f} ± {moved.start_sem:.3f}",
+                            "at the end": f"{moved.end:.3f} ± {moved.end_sem:.3f}",
+                            "change": f"{moved.change:+.3f} ± {moved.delta_sem:.3f}",
+                            "z": round(moved.z, 1),
+                            "cut off, last fifth": f"{cut.last:.0%}"})
+    display(pd.DataFrame(budget_rows))
+
+# %% [markdown]
 # ### The fixed reward on the same samples
 #
 # The training samples of the run's last fifth, with the advantage each got from the proxy
@@ -481,20 +499,19 @@ if recorded is not None and recorded.has_samples:
 # the proxy is a hack; the question is which way each reward pushes it:
 
 # %%
+from grpo_core.widgets.explorer import step_groups
+
 if recorded is not None and recorded.has_samples:
     train_rows = recorded.samples(split="train")
     last_fifth = [s for s in train_rows.steps if s > train_rows.steps[-1] * 4 // 5]
     pushed = {"proxy": [0, 0], "unit tests": [0, 0]}  # [pushed up, pushed down or not at all]
     for step in last_fifth:
-        groups: dict = {}
-        for row in train_rows.select(step=step):
-            groups.setdefault(row["prompt_id"], []).append(row)
-        for rows in groups.values():
-            true = torch.tensor([r[true_name] for r in rows])
-            fixed = group_advantages(true, group_size=len(rows))
-            for row, fixed_advantage in zip(rows, fixed.tolist(), strict=True):
-                if row[true_name] == 0 and row[proxy_name] > 0:  # a hack
-                    pushed["proxy"][0 if row["advantage"] > 0 else 1] += 1
+        for group in step_groups(train_rows, step):
+            true = torch.tensor([c.values[true_name] for c in group.completions])
+            fixed = group_advantages(true, group_size=len(group.completions))
+            for c, fixed_advantage in zip(group.completions, fixed.tolist(), strict=True):
+                if c.values[true_name] == 0 and c.values[proxy_name] > 0:  # a hack
+                    pushed["proxy"][0 if c.advantage > 0 else 1] += 1
                     pushed["unit tests"][0 if fixed_advantage > 1e-6 else 1] += 1
     hacks_seen = sum(pushed["proxy"])
     print(f"{hacks_seen} hacks among the training samples of steps {last_fifth[0]}-{last_fifth[-1]}")
@@ -534,37 +551,37 @@ if len(pair) == 2:
 # What gave it away, and what would not have (the numbers are the recorded run's, printed
 # above; ± is one standard error):
 #
-# - **`reward`**, the number the run optimizes, climbs (0.47 over the first fifth of the
-#   steps, 0.61 over the last): by its own curve the run is a success. The other default
+# - **`reward`**, the number the run optimizes, climbs (0.49 over the first fifth of the
+#   steps, 0.69 over the last): by its own curve the run is a success. The other default
 #   curves (the zero-std fraction, truncation, length, entropy) describe how well the *proxy*
 #   is being optimized; whatever they flag, none of them can say whether the proxy is still
 #   the task. Without a true score, hacking is **not measured**, not "ok".
 # - **the held-out true score** is the curve that tells. The base model passed 0.218 ± 0.030
-#   of the held-out asserts; after 15 steps 0.061 ± 0.014 (z = -5.9 against step 0), after
-#   30 steps 0.158 ± 0.023: a change of -0.060 ± 0.030, z = -2.0, while the proxy on the
-#   same held-out samples rose from 0.375 to 0.591 (z = +6.5). That is the lecture's picture:
-#   reward up in training, real quality down on the test, beyond what sampling noise
-#   explains (per problem: 43 of the 115 fell, 25 rose). It did not fall steadily: most of
-#   the damage was done by step 15 and part of it came back by step 30; one run with one
-#   seed cannot say whether a longer run keeps falling. `diagnose` reads exactly this pair
-#   of curves, and its verdict holds with its thresholds halved or doubled.
-# - **the unit tests on the training samples** (weight 0) fell too (0.19 over the first
-#   fifth, 0.07 over the last), but each step draws two new problems, so single steps swing
+#   of the held-out asserts; after 15 steps 0.136 ± 0.022 (change -0.082 ± 0.024, z = -3.4),
+#   after 30 steps 0.144 ± 0.023: a change of -0.074 ± 0.028, z = -2.6, while the proxy on
+#   the same held-out samples rose from 0.375 to 0.655 (z = +7.4). That is the lecture's
+#   picture: reward up in training, real quality down on the test, beyond what sampling noise
+#   explains (per problem: 39 of the 115 fell, 19 rose, 57 stayed). Most of the fall came in
+#   the first 15 steps; one run with one seed cannot say whether a longer run keeps falling.
+#   `diagnose` reads exactly this pair of curves, and its verdict holds with its thresholds
+#   halved or doubled.
+# - **the unit tests on the training samples** (weight 0) fell too (0.21 over the first
+#   fifth, 0.12 over the last), but each step draws two new problems, so single steps swing
 #   widely. Held-out problems, sampled the same way every time, are what make a true score
 #   readable.
 # - **the completions** show *how* the proxy is earned: the same problem at step 0 and at
-#   the end (above) goes from a correct one-line function to a longer one with made-up
-#   branches that fails its tests, and the proxy pays the longer one more. Over the last
-#   fifth of the steps the proxy pushed up 49 of the 54 training completions that passed
-#   no test; the unit tests would have pushed up none of them.
-# - **completion length and truncation**: the model wrote more of everything, code and the
-#   prose after it, and by step 30 the budget cut 88 % of the held-out answers (21 % at
-#   step 0). Cut answers pass fewer tests (0.139 against 0.292 for the ones that finished,
-#   at step 30), so part of the fall is answers that no longer fit; the ones that finished
-#   did not get worse (0.247 at step 0, 0.292 at step 30, on the few that did). This run
-#   cannot separate the two causes; it does show that a reward paying for length hurts a
-#   budgeted task whichever way it works. Reading a few completions is the next step
-#   whenever a reward climbs like this.
+#   the end (above) goes from a correct one-line function to the function followed by more
+#   code, calls and prints and `assert` lines of the model's own, which the proxy counts as
+#   code and which crash or fail when the file runs, so no test passes. Over the last fifth
+#   of the steps the proxy pushed up 49 of the 53 training completions that passed no test;
+#   the unit tests would have pushed up none of them.
+# - **the budget is not the cause**: with the stop rule a quarter of the answers are cut off
+#   (8 % of the held-out answers at step 0, 26 % at step 30; 23 % of the training answers
+#   over the last fifth), and the answers that finished lost tests too (0.235 at step 0,
+#   0.183 at step 30). The run without the stop rule, where 83 % were cut, fell by about as
+#   much (-0.060 ± 0.030). A reward that pays for length hurts the task whether or not the
+#   answers still fit. Reading a few completions is the next step whenever a reward climbs
+#   like this.
 # - with a KL penalty (β > 0), a `kl` spike while one reward climbs fast is the same story
 #   (notebook 11's table); this run used β = 0, so there is no KL curve to read.
 #

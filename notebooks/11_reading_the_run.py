@@ -259,9 +259,13 @@ show_failure("no signal")
 # %% [markdown]
 # ### Truncation: the budget is too small
 #
-# Every code run of the course shows it: 64 new tokens are too few for the base model's code,
-# which keeps going after the function (tests, explanations), so most completions stop at
-# `max_new_tokens` and are scored cut off. `completions/clipped_ratio` near 1 says so.
+# Experiment 3 as it was recorded before the code experiments had their stop rule: the base
+# model keeps going after its function (calls, tests, explanations), and the proxy it trains
+# on pays for more code, so by the end most completions stop at the 192-token
+# `max_new_tokens` and are scored cut off; `completions/clipped_ratio` says so (83 % over the
+# last fifth of the steps). Beside it, the fix: the same experiment ending each completion
+# where its first code block closes (`stop_at="code_block"`), 23 % cut over the last fifth,
+# which `diagnose` calls transient (a few early steps above half, not the end).
 
 # %%
 show_failure("truncation")
@@ -291,7 +295,8 @@ show_failure("length gaming")
 # ### Hacking: the proxy climbs, the true score does not
 #
 # Experiment 3 (notebook 09): a proxy that pays for code it never runs. The reward climbs;
-# the held-out unit tests, logged beside it, do not. The milder proxy (beside it) is not gamed.
+# the held-out unit tests, logged beside it, fall below the base model's score at step 0.
+# The milder proxy (beside it) is not gamed.
 
 # %%
 show_failure("hacking")
@@ -509,18 +514,16 @@ for run in runs:
 # - **Experiment 2** (unit tests, k = 2, 8, 16): compare the zero-std fractions above and in
 #   the side-by-side plot with notebook 08's prediction. A flagged *no signal* here is the
 #   lecture's "too hard" group; a flagged *truncation* says the code did not fit the budget.
-# - **Experiment 3** (a gameable proxy, `exp3-long-function-cpu`): the proxy `reward`
-#   climbs while `eval/unit_test_reward`, the unit tests on 115 held-out problems, falls
-#   below the base model's score at step 0 (its values and z are in the diagnosis above),
-#   and `diagnose` flags hacking; truncation is flagged too, because the longer answers the
-#   proxy pays for stop running into the budget (notebook 09 splits the two). Without the
-#   held-out curve the run looks like a success: that is the whole point of logging a true
-#   score beside the reward. The milder proxy (`exp3-defines-function-cpu`, 12 steps, an
-#   older and smaller run) is the counter-example: its held-out score rose with it, and
-#   `diagnose` says so. `exp3-hacking-cpu` is the experiment's previous recording (64
-#   tokens, 12 held-out problems from step 1 on, nearly every completion cut off), kept
-#   for comparison. Notebook 09 shows why the proxies differ and how the fixed reward
-#   closes the hole.
+# - **Experiment 3** (a gameable proxy, `exp3-stop-cpu`): the proxy `reward` climbs while
+#   `eval/unit_test_reward`, the unit tests on 115 held-out problems, falls below the base
+#   model's score at step 0 (its values and z are in the diagnosis above), and `diagnose`
+#   flags hacking. Without the held-out curve the run looks like a success: that is the
+#   whole point of logging a true score beside the reward. `exp3-long-function-cpu` is the
+#   same experiment recorded before the stop rule: it is flagged for hacking and for
+#   truncation (notebook 09 compares the two and shows the fall is not the budget's). The
+#   milder proxy (`exp3-defines-function-cpu`, 12 steps, an older and smaller run) is the
+#   counter-example: its held-out score rose with it, and `diagnose` says so. Notebook 09
+#   shows why the proxies differ and how the fixed reward closes the hole.
 
 # %% [markdown]
 # ## 7. Symptom → metric → fix

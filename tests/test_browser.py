@@ -51,7 +51,7 @@ CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 OUTPUT_DIR = Path(os.environ.get("GRPO_TEST_OUTPUT", REPO_ROOT / "out")) / "test_browser"
 SCREENSHOT = OUTPUT_DIR / "03_group_baseline_too_easy.png"
 EXPLORER_NOTEBOOK = "run_explorer.ipynb"
-EXPLORER_RUN = "exp3-long-function-cpu"  # experiment 3: the proxy climbs, the true score falls
+EXPLORER_RUN = "exp3-stop-cpu"  # experiment 3: the proxy climbs, the true score falls
 SCREENSHOTS = {
     "before running": OUTPUT_DIR / "03_group_baseline_before_running.png",
     "group at 1000 px": OUTPUT_DIR / "03_group_widget_1000px.png",

@@ -322,7 +322,7 @@ def test_diagnose_is_exported_and_reads_only_metrics():
 # --- the recorded runs (data/runs/, written by python -m grpo_core) -----------------
 
 EXP1 = RUNS_DIR / "exp1-length-cpu"
-EXP3 = RUNS_DIR / "exp3-long-function-cpu"
+EXP3 = RUNS_DIR / "exp3-stop-cpu"  # the lead run: with the code experiments' stop rule
 EXP3_DEFINES = RUNS_DIR / "exp3-defines-function-cpu"
 
 
@@ -348,7 +348,7 @@ def test_experiment_1_is_not_flagged():
 
 
 @pytest.mark.skipif(not finished(EXP3),
-                    reason="data/runs/exp3-long-function-cpu not recorded yet, or still "
+                    reason="data/runs/exp3-stop-cpu not recorded yet, or still "
                            "recording (its command: data/README.md)")
 def test_experiment_3_is_flagged_as_hacking_with_a_margin():
     # 30 steps on long_function_reward: the proxy climbs, the held-out unit tests fall
@@ -365,6 +365,8 @@ def test_experiment_3_is_flagged_as_hacking_with_a_margin():
         assert diagnose(run, thresholds=scaled)["hacking"].flagged, factor
     fell = held_out_change(run.records, "eval/unit_test_reward")
     assert fell.z <= -2, fell  # the true score fell from the base model's, beyond noise
+    steps, cut = series(run.records, "completions/clipped_ratio")
+    assert trend(steps, cut).last <= 0.3  # and not because the budget cut the answers
 
 
 @pytest.mark.skipif(not finished(EXP3_DEFINES), reason="no recorded defines_function run")
@@ -1161,6 +1163,10 @@ def test_the_gallerys_commands_parse_into_the_change_they_describe():
     assert parsed(gallery_entry("no signal")).problems == "mbpp"
     assert config_overrides(parsed(gallery_entry("no signal")))["eval_every"] == 0
     assert parsed(gallery_entry("length gaming")).reward == "detail"
+    # the truncation example is experiment 3 without its stop rule, the hacking one with it
+    assert config_overrides(parsed(gallery_entry("truncation")))["stop_at"] is None
+    assert "stop_at" not in config_overrides(parsed(gallery_entry("hacking")))
+    assert gallery_entry("truncation").fixed_run == gallery_entry("hacking").run
     assert config_overrides(parsed(gallery_entry("collapse")))["learning_rate"] == 2e-4
     kl = config_overrides(parsed(gallery_entry("KL blow-up")))
     assert kl["beta"] == 0.04 and "learning_rate" not in kl  # the course's learning rate
@@ -1209,3 +1215,52 @@ def test_a_diagnosis_renders_as_an_html_table_coloured_by_status():
     assert f"color:{ok_colour}" in page and ">OK<" in page
     assert flagged_colour != ok_colour
     assert str(diagnosis).startswith("toy: 5 steps, flagged: hacking")  # plain text elsewhere
+
+
+# --- paired differences between runs or steps (notebook 08, eq. 8.5) -----------------------
+
+def test_paired_difference_against_a_hand_computation():
+    from grpo_core.diagnosis import paired_difference
+
+    a = {1: 0.5, 2: 1.0, 3: 0.0, 4: 0.25}
+    b = {1: 0.25, 2: 0.5, 3: 0.0, 4: 0.5}
+    moved = paired_difference(a, b)  # differences 0.25, 0.5, 0, -0.25: mean 0.125
+    assert moved.mean == pytest.approx(0.125) and moved.problems == 4
+    spread = ((0.125 ** 2) + (0.375 ** 2) + (0.125 ** 2) + (0.375 ** 2)) / 3
+    assert moved.sem == pytest.approx(math.sqrt(spread / 4))
+    assert moved.z == pytest.approx(0.125 / math.sqrt(spread / 4))
+    assert paired_difference(b, a).mean == pytest.approx(-0.125)  # a - b, not |a - b|
+    # the same shift on every problem: no spread, so no z (not an infinite one)
+    assert paired_difference({1: 0.5, 2: 0.75}, {1: 0.25, 2: 0.5}).z is None
+    with pytest.raises(ValueError, match="must score the same problems; only one has \\[3\\]"):
+        paired_difference({1: 0.5, 2: 0.5, 3: 0.5}, {1: 0.5, 2: 0.5})
+    with pytest.raises(ValueError, match="need at least 2 problems"):
+        paired_difference({1: 0.5}, {1: 0.0})
+
+
+EXP3_KEPT_EVERY_SAMPLE = RUNS_DIR / "exp3-stop-cpu"  # 2 held-out samples per problem, both kept
+
+
+@pytest.mark.skipif(not finished(EXP3_KEPT_EVERY_SAMPLE), reason="no recorded exp3-stop-cpu")
+def test_the_kept_held_out_samples_reproduce_the_logged_score_and_its_standard_errors():
+    # samples.jsonl and metrics.jsonl are written by different code: the per-problem means of
+    # the kept samples must give back the evaluator's mean, sem and delta_sem
+    from grpo_core.diagnosis import paired_difference
+
+    run = load_run(EXP3_KEPT_EVERY_SAMPLE)
+    held = run.samples(split="held_out")
+    logged = {r["step"]: r for r in run.records if "eval/unit_test_reward" in r}
+    base = held.problem_means("unit_test_reward", 0)
+    assert len(base) == 115 and sorted(held.steps) == sorted(logged)
+    for step, record in logged.items():
+        means = held.problem_means("unit_test_reward", step)
+        against_zero = paired_difference(means, {p: 0.0 for p in means})
+        assert against_zero.mean == pytest.approx(record["eval/unit_test_reward"], abs=1e-6)
+        assert against_zero.sem == pytest.approx(record["eval/unit_test_reward/sem"], abs=1e-6)
+        if step:
+            moved = paired_difference(means, base)
+            assert moved.sem == pytest.approx(record["eval/unit_test_reward/delta_sem"],
+                                              abs=1e-6)
+    assert held.problem_means("unit_test_reward", 999) == {}
+    with pytest.raises(KeyError, match="has no 'tests_passed'"):
+        held.problem_means("tests_passed", 0)
