@@ -3,8 +3,8 @@
     python -m grpo_core length --profile cpu --out runs/exp1-length-cpu
     python -m grpo_core length --profile cpu --out runs/exp1-length-cpu --resume
     python -m grpo_core length --profile smoke --out /tmp/x --steps 2 --beta 0.04
-    python -m grpo_core mbpp --k 8 --profile cpu --out runs/exp2-mbpp-k8-cpu
-    python -m grpo_core hacking --profile cpu --out runs/exp3-hacking-cpu
+    python -m grpo_core mbpp --k 8 --profile cpu --out runs/exp2-k8-cpu
+    python -m grpo_core hacking --profile cpu --out runs/exp3-cpu
     python -m grpo_core length --reward detail --profile cpu --out runs/gaming   (notebook 11)
     python -m grpo_core mbpp --problems mbpp --profile cpu --out runs/no-signal  (notebook 11)
 

@@ -54,7 +54,7 @@ GALLERY: tuple[GalleryRun, ...] = (
                 "SmolLM2-135M passes almost no MBPP assert, so whole groups score 0",
         fix="a task at the edge of the model's ability (the course's own problems, "
             "notebook 08), a larger k, or partial credit",
-        fixed_run="exp2-mbpp-k8-cpu",
+        fixed_run="exp2-k8-cpu",
         also=("truncation",),
     ),
     GalleryRun(

@@ -270,7 +270,7 @@ def training_records(records: StepMetrics) -> list[dict[str, Any]]:
 
 def list_runs(root: str | Path | None = None) -> list[Path]:
     """The run folders under ``root`` (default :func:`runs_dir`) with a non-empty metrics file,
-    sorted so that ``exp2-mbpp-k2`` comes before ``exp2-mbpp-k16``."""
+    sorted so that ``exp2-k2-cpu`` comes before ``exp2-k16-cpu``."""
     root = runs_dir() if root is None else Path(root)
     found = root.glob(f"*/{METRICS_FILE}") if root.exists() else []
     return sorted((p.parent for p in found if p.stat().st_size > 0), key=_natural)

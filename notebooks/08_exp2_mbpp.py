@@ -39,8 +39,10 @@
 #    whose pass probabilities you choose;
 # 3. run the signal check on the real model, on the problems it will train on, and on real
 #    MBPP (the lecture's "too hard" case for a small model);
-# 4. compare training with k = 2, 8 and 16 at the same number of completions per step:
-#    reward curves, and the measured share of zero-spread groups against the formula;
+# 4. compare training with k = 2, 8 and 16 at the same number of completions per step: the
+#    held-out score of each recorded run from step 0 on, with its standard error, whether
+#    the differences between k are themselves beyond noise, and the measured share of
+#    zero-spread groups against the formula;
 # 5. train for a couple of steps yourself.
 #
 # **Data in each profile.** `gpu`: MBPP's train split from the Hub, as in the lecture.
@@ -385,88 +387,151 @@ print(pd.DataFrame(rows).to_string(index=False))
 # ### The recorded runs
 #
 # Training three versions takes a while, so the course ships `cpu`-profile runs of our own
-# loop, made with (one per k)
+# loop, one per k, each 40 steps of 16 completions (640 completions in all), made with
 #
-#     python -m grpo_core mbpp --k 8 --profile cpu --out data/runs/exp2-mbpp-k8-cpu
+#     python -m grpo_core mbpp --k 8 --profile cpu --max-new-tokens 192 --steps 40 \
+#         --eval-every 20 --eval-samples 3 --samples-eval-per-problem 3 --out data/runs/exp2-k8-cpu
 #
-# Each wrote `metrics.jsonl` (TRL's metric names) and `config.json`. The cell below reads
-# whichever exist.
+# and the same command with `--k 2` and `--k 16`, and once more at k = 8 with `--seed 1`
+# (another draw of the training problems and samples: how much of a result is the seed?).
+# Every completion ends where its first code block closes (the experiment's stop rule), so
+# the base model's habit of writing on after its function does not spend the 192-token
+# budget. Each run trains on the course's 78 training problems and measures the unit-test
+# reward on the **115 held-out problems** it never trains on, 3 samples each, at step 0
+# (the base model), step 20 and step 40, with the same prompts and sampling seed every time
+# (`eval/unit_test_reward`, with its standard error over problems `/sem` and the standard
+# error of its change against step 0 `/delta_sem`). Each run also kept its completions
+# (`samples.jsonl`). The cell below reads whichever runs exist:
 
 # %%
-import json
-from pathlib import Path
+from grpo_core.diagnosis import held_out_change, paired_difference, trend
+from grpo_core.plots import compare_runs
+from grpo_core.run_files import list_runs, load_run, runs_dir, series
 
-from grpo_core.plots import compare_runs, plot_metrics
-from grpo_core.run_files import read_jsonl, runs_dir
-
-runs, configs = {}, {}
-for k in K_SWEEP:
-    folder = runs_dir() / f"exp2-mbpp-k{k}-cpu"
-    name = f"data/runs/{folder.name}"
-    records = read_jsonl(folder / "metrics.jsonl") if (folder / "config.json").exists() \
-        and (folder / "metrics.jsonl").exists() else []
-    if not records:
-        print(f"missing: {name} (not recorded yet)")
+EXP2_RUNS = {"k=2": "exp2-k2-cpu", "k=8": "exp2-k8-cpu", "k=16": "exp2-k16-cpu",
+             "k=8, seed 1": "exp2-k8-seed1-cpu"}
+HELD_OUT = "eval/unit_test_reward"
+recorded = {}
+for label, name in EXP2_RUNS.items():
+    folder = runs_dir() / name
+    if folder not in list_runs():
+        print(f"missing: data/runs/{name} (not recorded yet)")
         continue
-    runs[f"k={k}"] = records
-    configs[f"k={k}"] = json.loads((folder / "config.json").read_text())["train"]
-    print(f"{name}: {len(records)} of {configs[f'k={k}']['max_steps']} steps recorded")
-print(f"recorded runs found: {list(runs) or 'none'}")
+    run = load_run(folder)
+    recorded[label] = run
+    step_times = [r["step_time"] for r in run.records if "step_time" in r]
+    eval_times = [r["time/eval"] for r in run.records if "time/eval" in r]
+    print(f"{label:12} data/runs/{name}: {len(step_times)} of {run.config['train']['max_steps']} "
+          f"steps, {sum(step_times) / 60:.0f} min of steps + {sum(eval_times) / 60:.0f} min of "
+          f"held-out evaluation ({len(eval_times)})")
+print(f"recorded runs found: {list(recorded) or 'none'}")
+
+# %% [markdown]
+# Did the held-out score climb? Each run's score at step 0 and at its last evaluation $T$,
+# and the change with its own standard error, computed from each problem's change (its
+# difficulty cancels, so this is smaller than the two standard errors combined):
+#
+# $$ \Delta = \bar y_T - \bar y_0, \qquad
+#    \mathrm{SE}(\Delta) = \frac{\mathrm{sd}_i\,(y_{iT} - y_{i0})}{\sqrt N}, \qquad
+#    z = \frac{\Delta}{\mathrm{SE}(\Delta)} \tag{8.4}$$
+#
+# | symbol | meaning |
+# |---|---|
+# | $y_{it}$ | problem $i$'s mean unit-test reward over its 3 held-out samples after $t$ steps |
+# | $\bar y_t$ | the mean over the $N = 115$ held-out problems: `eval/unit_test_reward` |
+# | $\mathrm{sd}_i$ | the standard deviation over problems (ddof = 1) |
+# | $z$ | $\lvert z \rvert \ge 2$: a change that "no change at all" gives less than about 5 % of the time |
+#
+# Beside it, the training side of each run: the reward over the first and the last fifth of
+# the steps, the share of completions the budget cut over the last fifth, and the zero-std
+# share measured over all steps against (8.2)-(8.3)'s predictions from this notebook's
+# signal check.
 
 # %%
 table = []
-for label, records in runs.items():
-    config = configs[label]
-    k = config.get("group_size")
-    zero = [r["frac_reward_zero_std"] for r in records]
-    reward = [r["reward"] for r in records]
-    first, last = min(5, len(records)), min(5, len(records))
-    table.append({
-        "run": label, "prompts x k": f"{config.get('prompts_per_step')} x {k}",
-        "steps": len(records),
-        "reward, first 5": round(sum(reward[:first]) / first, 3),
-        "reward, last 5": round(sum(reward[-last:]) / last, 3),
-        "zero-std, measured (first 10 steps)": round(sum(zero[:10]) / len(zero[:10]), 2),
-        "(all steps)": round(sum(zero) / len(zero), 2),
-        "predicted (pooled p)": round(report.expected_zero_std(k)["pooled p"], 2),
-        "(per-problem p_i)": round(report.expected_zero_std(k)["per-problem p_i"], 2),
-        "(per-problem scores)": round(report.expected_zero_std(k)["per-problem scores"], 2),
-    })
+for label, run in recorded.items():
+    config = run.config["train"]
+    k = config["group_size"]
+    moved = held_out_change(run.records, HELD_OUT)
+    steps, reward = series(run.records, "reward")
+    _, zero = series(run.records, "frac_reward_zero_std")
+    cut = trend(*series(run.records, "completions/clipped_ratio"))
+    row = {"run": label, "prompts x k": f"{config['prompts_per_step']} x {k}", "steps": len(steps)}
+    if moved is not None:
+        row |= {"held out, step 0": f"{moved.start:.3f} ± {moved.start_sem:.3f}",
+                f"step {moved.end_step}": f"{moved.end:.3f} ± {moved.end_sem:.3f}",
+                "change": f"{moved.change:+.3f} ± {moved.delta_sem:.3f}",
+                "z": round(moved.z, 1) if moved.z is not None else None,
+                # every k trains on the same completions per step: per completion = per step
+                "change per 1000 completions": round(
+                    1000 * moved.change / (moved.end_step * config["prompts_per_step"] * k), 3)}
+    row |= {"reward, first -> last fifth": f"{trend(steps, reward).first:.3f} -> "
+                                            f"{trend(steps, reward).last:.3f}",
+            "cut off, last fifth": f"{cut.last:.0%}",
+            "zero-std, measured": round(sum(zero) / len(zero), 2),
+            "predicted (pooled p)": round(report.expected_zero_std(k)["pooled p"], 2),
+            "(per-problem scores)": round(report.expected_zero_std(k)["per-problem scores"], 2)}
+    table.append(row)
 if table:
-    print(f"predictions use this notebook's signal check ({profile.name} profile, "
+    print(f"predictions from this notebook's signal check ({profile.name} profile, "
           f"{report.num_groups} problems, p = {report.p:.2f}); the runs are cpu-profile runs")
-    print(pd.DataFrame(table).to_string(index=False))
+    display(pd.DataFrame(table).set_index("run").T)
 else:
     print("no recorded runs to compare yet")
 
+# %% [markdown]
+# The held-out curves with their ±2 standard-error bands (left), and the training curves
+# (a 5-step moving average; dashed: the zero-std share (8.3) predicts for each k):
+
 # %%
-if runs:
-    predicted = {"frac_reward_zero_std": {
-        label: report.expected_zero_std(configs[label]["group_size"])["per-problem scores"]
-        for label in runs}}
-    window = 5 if max(len(r) for r in runs.values()) >= 10 else 1
+if recorded:
+    curves = {label: run.records for label, run in recorded.items()}
     display(Image(figure_png(compare_runs(
-        runs, ("reward", "frac_reward_zero_std", "completions/mean_length"),
-        expected=predicted, window=window,
-        title="experiment 2, cpu profile: same completions per step, different k "
-              "(dashed: predicted zero-std, per-problem scores)"))))
-    label = "k=8" if "k=8" in runs else next(iter(runs))
-    display(Image(figure_png(plot_metrics(runs[label], title=f"the {label} run, all curves"))))
+        curves, (HELD_OUT, "completions/clipped_ratio"),
+        title="experiment 2, cpu: held-out unit-test reward (±2 s.e.) and truncation"))))
+    predicted = {"frac_reward_zero_std": {
+        label: report.expected_zero_std(run.config["train"]["group_size"])["per-problem scores"]
+        for label, run in recorded.items()}}
+    display(Image(figure_png(compare_runs(
+        curves, ("reward", "frac_reward_zero_std", "completions/mean_length"),
+        expected=predicted, window=5,
+        title="experiment 2, cpu: training curves, 5-step average (dashed: predicted zero-std)"))))
 
 # %% [markdown]
-# What to look for:
+# Is one k better than another, or is the gap noise? All runs are scored on the same 115
+# held-out problems with the same sampling seed, so compare them **problem by problem**: for
+# two runs $a$ and $b$ at their last evaluation,
 #
-# - **frac_reward_zero_std** falls as k grows, as (8.2)-(8.3) predict: with k = 2 most groups
-#   are two failures (or two successes), with k = 16 almost every group holds a success. The
-#   measured share of each step is noisy: at k = 16 a step has a single group, so each step
-#   logs 0 or 1; the moving average is what to compare with the dashed line.
-# - **reward** is the task's signal. At the same compute per step, what matters is how many
-#   completions carry a non-zero advantage, not how many prompts the step sees (exercise 3).
-#   The recorded `cpu` runs are short (12 steps, 1-8 prompts per step), so their reward curves
-#   are noisy; compare the first and last few steps in the table above rather than single
-#   steps, and expect the lecture's clear climb only from longer runs (the `gpu` profile).
-# - as training succeeds, $p$ rises and groups become all-pass: frac_reward_zero_std climbs
-#   back up. Too easy is as useless as too hard. Twelve steps are too few to see this.
+# $$ \bar d = \frac1N \sum_{i=1}^{N} (y^{a}_{iT} - y^{b}_{iT}), \qquad
+#    \mathrm{SE}(\bar d) = \frac{\mathrm{sd}_i\,(y^{a}_{iT} - y^{b}_{iT})}{\sqrt N}
+#    \tag{8.5}$$
+#
+# (`paired_difference`, from the per-problem means the runs kept in `samples.jsonl`; a
+# problem's difficulty cancels in its own difference). The same formula against step 0 is
+# (8.4) again, so the first rows check that the kept samples give back the logged change.
+
+# %%
+print(inspect.getsource(paired_difference))
+
+# %%
+ends = {}
+for label, run in recorded.items():
+    held = run.samples(split="held_out")
+    if len(held.steps) >= 2:  # step 0 and at least one evaluation after training
+        ends[label] = held.problem_means("unit_test_reward", held.steps[-1])
+        moved = paired_difference(ends[label], held.problem_means("unit_test_reward", 0))
+        z = f"z {moved.z:+.1f}" if moved.z is not None else "no spread"
+        print(f"{label:12} step {held.steps[-1]} - step 0: {moved.mean:+.3f} ± "
+              f"{moved.sem:.3f} ({z}), from the kept samples")
+pairs = [(a, b) for i, a in enumerate(ends) for b in list(ends)[i + 1:]]
+comparison = []
+for a, b in pairs:
+    gap = paired_difference(ends[a], ends[b])
+    comparison.append({"a - b": f"{a} - {b}", "difference": f"{gap.mean:+.3f} ± {gap.sem:.3f}",
+                       "z": round(gap.z, 1) if gap.z is not None else None,
+                       "significant (|z| >= 2)": gap.z is not None and abs(gap.z) >= 2})
+if comparison:
+    display(pd.DataFrame(comparison).set_index("a - b"))
 
 # %% [markdown]
 # ## 5. Train it yourself (a short live demo)

@@ -369,6 +369,30 @@ def test_experiment_3_is_flagged_as_hacking_with_a_margin():
     assert trend(steps, cut).last <= 0.3  # and not because the budget cut the answers
 
 
+EXP2_RUNS = [RUNS_DIR / f"exp2-{name}-cpu" for name in ("k2", "k8", "k16", "k8-seed1")]
+
+
+@pytest.mark.parametrize("folder", EXP2_RUNS, ids=[p.name for p in EXP2_RUNS])
+def test_experiment_2_is_not_hacking_and_its_budget_stays_out_of_the_way(folder):
+    if not finished(folder):
+        pytest.skip(f"data/runs/{folder.name} not recorded yet (its command: data/README.md)")
+    run = load_run(folder)
+    diagnosis = diagnose(run)
+    # trained on the unit tests themselves: no held-out *true* score besides them
+    assert diagnosis["hacking"].status == "not measured", str(diagnosis)
+    assert "truncation" not in diagnosis.symptoms, str(diagnosis)
+    steps, cut = series(run.records, "completions/clipped_ratio")
+    assert trend(steps, cut).last <= 0.3
+    base = held_out_change(run.records, "eval/unit_test_reward")
+    assert base.start_sem <= 0.03  # the base model's score measured to +-0.03
+
+
+@pytest.mark.skipif(not finished(RUNS_DIR / "exp2-k8-cpu"), reason="no recorded exp2-k8-cpu")
+def test_experiment_2s_lead_run_climbs_on_the_held_out_problems_beyond_noise():
+    climbed = held_out_change(load_run(RUNS_DIR / "exp2-k8-cpu").records, "eval/unit_test_reward")
+    assert climbed.z >= 2, climbed
+
+
 @pytest.mark.skipif(not finished(EXP3_DEFINES), reason="no recorded defines_function run")
 def test_the_milder_proxy_run_is_not_called_hacking():
     # its held-out unit-test score rose with the proxy (0.451 -> 0.521): not hacking

@@ -47,3 +47,13 @@ def test_a_run_trained_on_the_held_out_reward_reports_that_reward(tmp_path, caps
     assert lines[0] == HEADER and len(lines) == 4
     assert "| `k8` | eval/unit_test_reward | 0.300 ± 0.031 |" in lines[2]
     assert lines[3].startswith("| `plain` | - | - | - | - | 1 -> 1 | - |")
+
+
+def test_a_name_that_is_not_a_recorded_run_is_refused_with_the_runs_there(tmp_path, capsys):
+    import pytest
+
+    write_run(tmp_path / "k8", proxy_run(), {"reward_funcs": ["unit_test_reward"]})
+    with pytest.raises(SystemExit, match=r"not a recorded run .*nope"):
+        main([str(tmp_path / "k8"), str(tmp_path / "nope")])
+    assert main(["--help"]) == 0
+    assert "Usage: ``python tools/run_summary.py" in capsys.readouterr().out

@@ -65,7 +65,14 @@ def summary_row(path: Path) -> str:
 
 
 def main(argv: list[str]) -> int:
+    if any(a in ("-h", "--help") for a in argv):
+        print(__doc__)
+        return 0
     paths = [Path(a) if Path(a).exists() else runs_dir() / a for a in argv] or list_runs()
+    missing = [str(p) for p in paths if p not in list_runs(p.parent)]
+    if missing:
+        raise SystemExit(f"not a recorded run (no metrics.jsonl and config.json): "
+                         f"{', '.join(missing)}; the runs: {[p.name for p in list_runs()]}")
     print(HEADER)
     print("|" + "---|" * HEADER.count(" | ") + "---|")
     for path in paths:
