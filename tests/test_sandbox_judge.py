@@ -228,3 +228,18 @@ def test_a_test_the_candidates_bindings_make_unsplittable_is_refused_and_says_wh
     assert split.source == test and split.leaves == ()
     assert split.refused.startswith("its bindings make the test unsplittable (")
     assert run_tests(code, [test, "assert abs(-2) == -2"]).verdicts == (False, True)
+
+
+def test_a_candidate_that_draws_random_numbers_gets_the_same_ones_every_time():
+    # the same completion must earn the same reward in every run and every process
+    import random
+
+    from grpo_core.sandbox._child import RANDOM_SEED
+
+    first = random.Random(RANDOM_SEED).random()
+    code = "import random\nDRAWN = random.random()\ndef f():\n    return DRAWN\n"
+    for _ in range(3):
+        result = run_tests(code, [f"assert f() == {first!r}", "assert f() != 0.5"])
+        assert result.verdicts == (True, True), result
+    reseeds = "import random\nrandom.seed(7)\ndef f():\n    return random.random()\n"
+    assert run_tests(reseeds, [f"assert f() == {random.Random(7).random()!r}"]).passed == 1

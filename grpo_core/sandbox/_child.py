@@ -60,6 +60,7 @@ MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC, MS_PRIVATE = 1024, 2048, 4096, 16384
 MS_RELATIME, MNT_DETACH = 1 << 21, 2
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(os.uname().machine, -1)
 RESULT_FD = 3
+RANDOM_SEED = 0  # random's seed in every child (seed_random)
 
 
 def make_encoder(max_depth=MAX_DEPTH):
@@ -136,6 +137,12 @@ def read_all(fd):
 
 # ---------------------------------------------------------------- the candidate's process
 
+def seed_random(seed):
+    """Seed ``random`` (imported by the zygote, so its state is already in every child)."""
+    import random
+    random.seed(seed)
+
+
 def evaluate(request):
     """Load the candidate and the setup code, evaluate every leaf, report each on fd 3."""
     import builtins
@@ -153,6 +160,9 @@ def evaluate(request):
             exit_now(0)
 
     emit("R")
+    # the same completion must earn the same reward in every run: a candidate that draws
+    # random numbers gets the same ones each time (random would seed itself from os.urandom)
+    seed_random(RANDOM_SEED)
     namespace = {"__name__": "candidate", "__builtins__": builtins}
     for tag, source in (("L", request["code"]), ("S", request["setup"])):
         try:
@@ -779,6 +789,7 @@ def zygote_main():
                   seccomp=layers["seccomp"] is not None)
     payload = marshal.dumps(report, 4)
     sock.sendall(b"Z" + struct.pack("!i", len(payload)) + payload)
+    import random  # noqa: F401  (once here, not in every child: each child seeds it)
     gc.collect()
     gc.freeze()  # children share these pages instead of copying them on the next collection
     serve(sock, libc, namespaces, layers)
