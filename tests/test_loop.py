@@ -387,6 +387,20 @@ def test_the_sampling_settings_reach_the_sampler(new_tiny_policy, sampling):
     assert not all(torch.equal(group[0], row) for group in groups["default"] for row in group)
 
 
+def test_the_configured_stop_rule_ends_every_completion(tiny_policy, monkeypatch):
+    # a rule met by any text: each completion ends with its first token (not EOS, not the
+    # 6-token budget), and nothing after it is sampled
+    model, tokenizer = tiny_policy
+    monkeypatch.setitem(rollout.STOP_RULES, "any_text", rollout.StopRule(bool, trigger=""))
+    calls = record_generate(model)
+    result = train(model, tokenizer, PROMPTS, by_position, config(stop_at="any_text"),
+                   progress=False)
+    ((prompt_len, _, output),) = calls
+    assert output.size(1) - prompt_len == 1
+    assert result.metrics[0]["completions/mean_length"] == 1.0
+    assert result.metrics[0]["completions/clipped_ratio"] == 0.0
+
+
 def test_the_prompts_of_a_step_depend_on_the_seed_and_the_step(new_tiny_policy):
     many = [f"Count to {n}." for n in range(10)]
     chosen = {}

@@ -430,8 +430,8 @@ def _ragged_mask() -> torch.Tensor:
 
 
 @pytest.mark.parametrize("loss_type,kwargs", [
-    ("grpo", {}), ("bnpo", {}), ("dr_grpo", {}), ("dr_grpo", {"max_completion_length": 12}),
-    ("dapo", {}), ("dapo", {"num_items_in_batch": 40}),
+    ("grpo", {}), ("bnpo", {}), ("bnpo", {"num_items_in_batch": 40}), ("dr_grpo", {}),
+    ("dr_grpo", {"max_completion_length": 12}), ("dapo", {}), ("dapo", {"num_items_in_batch": 40}),
 ])
 def test_token_weights_are_the_gradient_of_aggregate_loss(loss_type, kwargs):
     from grpo_core.loss import token_weights
@@ -463,6 +463,17 @@ def test_the_lectures_sum_weighs_a_completion_by_its_length_and_grpo_does_not():
     # 1-token completion; grpo pushes the short one's token 8 times harder
     grpo = token_weights(mask, "grpo")
     assert grpo[1, 0] / grpo[3, 0] == pytest.approx(8.0)
+
+
+def test_token_weights_default_to_grpo_and_bnpo_counts_the_batchs_own_tokens():
+    from grpo_core.loss import token_weights
+
+    mask = _ragged_mask()  # 17 completion tokens
+    assert torch.equal(token_weights(mask), token_weights(mask, "grpo"))
+    # bnpo divides by this batch's tokens even when a count over several batches is given
+    bnpo = token_weights(mask, "bnpo", num_items_in_batch=40)
+    assert torch.allclose(bnpo, mask / 17.0)
+    assert torch.allclose(token_weights(mask, "dapo", num_items_in_batch=40), mask / 40.0)
 
 
 def test_token_weights_rejects_an_unknown_loss_type():

@@ -253,6 +253,16 @@ def test_load_and_setup_errors_come_from_their_own_records_and_the_first_one_win
     assert (setup.load_error, setup.setup_error) == (None, "KeyError")
 
 
+@pytest.mark.parametrize("error", ['["L","4b6579"]', '["S","4b6579"]'])
+def test_a_load_or_setup_error_fails_every_test_whatever_values_follow(error):
+    # values that would pass both tests, claimed after an error record: all failed
+    plan, records = _parsed("K", '[0,"v",5]', '[1,"b",0]', error, "D")
+    assert records.values == {0: 5, 1: False}
+    assert judge_tests(plan, records) == (False, False)
+    plan, honest = _parsed("K", '[0,"v",5]', '[1,"b",0]', "D")
+    assert judge_tests(plan, honest) == (True, True)
+
+
 def test_a_claimed_name_is_decoded_safely_or_refused():
     _, records = _parsed('["L","ff41"]')  # not UTF-8: replaced, then escaped
     assert records.load_error == safe_name("\ufffdA") == "'\\ufffdA'"
@@ -279,8 +289,9 @@ def test_the_value_budget_is_for_all_records_together(monkeypatch):
     monkeypatch.setattr(judge, "MAX_ITEMS", 10)
     _, records = _parsed("K", '[0,"v",[1,2,3,4,5]]', '[1,"v",{"t":[6,7,8,9,10]}]', "D")
     assert records.values == {0: [1, 2, 3, 4, 5]} and records.malformed == 1  # 6 + 6 > 10
-    _, exactly = _parsed("K", '[0,"v",[1,2,3,4]]', '[1,"v",{"t":[6,7,8]}]', "D")
-    assert exactly.values == {0: [1, 2, 3, 4], 1: (6, 7, 8)}  # 5 + 4 + 1 = 10: all of them
+    # a list is one value and each item one more; a tag is one and each item one more
+    _, exactly = _parsed("K", '[0,"v",[1,2,3,4]]', '[1,"v",{"t":[6,7,8,9]}]', "D")
+    assert exactly.values == {0: [1, 2, 3, 4], 1: (6, 7, 8, 9)}  # 5 + 5 = 10: all of them
     assert exactly.malformed == 0
 
 

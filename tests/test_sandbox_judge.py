@@ -129,6 +129,7 @@ def test_a_test_reading_a_builtin_name_the_candidate_rebinds_is_failed(code, tes
     ("x = 5\n", "assert (lambda x: x + 1)(1) == 2"),
     ("x = 5\n", "assert (lambda *, x=1: x)() == 1"),
     ("x = 5\ny = 7\n", "assert [x for x in range(2)] + [y for y in range(2)] == [0, 1, 0, 1]"),
+    ("x = 5\ny = 7\n", "assert [x for x in range(2)] == list(map(lambda y: y, range(2)))"),
 ])
 def test_names_bound_inside_the_test_are_the_tests_own(code, test):
     assert run_tests(code, [test]).verdicts == (True,)
@@ -217,6 +218,23 @@ def test_a_name_the_setup_imports_may_sit_in_a_part_the_parent_judges():
     test = "assert [sqrt(i) for i in (0, 1, 4)] == [0, 1, 2] and f() == 1"
     result = run_tests("def f():\n    return 1\n", [test], setup_code="from math import sqrt")
     assert result.verdicts == (True,)
+
+
+def test_a_name_the_setup_imports_and_the_candidate_defines_is_refused():
+    # the candidate's own sqrt under the name the setup imports from math: reading it would
+    # put a trusted name's meaning in the candidate's hands, so the test is failed
+    code = "def sqrt(x):\n    return 3\ndef f():\n    return 3\n"
+    test = "assert f() == sqrt(9)"
+    (split,) = plan_tests(code, "from math import sqrt", [test]).tests
+    assert split.refused == "it rebinds sqrt, which the test reads"
+    assert run_tests(code, [test], setup_code="from math import sqrt").verdicts == (False,)
+
+
+def test_a_test_that_is_not_python_is_named_in_the_error():
+    from grpo_core.sandbox.split import UnsplittableTestError, split_assert
+
+    with pytest.raises(UnsplittableTestError, match=r"not valid Python.*\(<test>, line 1\)"):
+        split_assert("assert f(", frozenset())
 
 
 def test_a_test_the_candidates_bindings_make_unsplittable_is_refused_and_says_why():

@@ -485,7 +485,7 @@ def test_the_code_experiments_stop_each_completion_where_its_code_block_closes()
         TrainConfig(stop_at="fence").validate()
 
 
-def test_stop_at_on_the_command_line_overrides_the_experiments_rule():
+def test_stop_at_on_the_command_line_overrides_the_experiments_rule(capsys):
     # the runs recorded before the rule are reproduced with --stop-at none (notebook 11)
     from grpo_core.cli import config_overrides, parse_args
     from grpo_core.experiments import EXPERIMENTS, build_config
@@ -498,8 +498,9 @@ def test_stop_at_on_the_command_line_overrides_the_experiments_rule():
     on = config_overrides(parse_args(["length", "--stop-at", "code_block"]))
     assert build_config(cpu, EXPERIMENTS["length"](cpu), **on).stop_at == "code_block"
     assert "stop_at" not in config_overrides(parse_args(["mbpp"]))
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit, match="2"):
         parse_args(["mbpp", "--stop-at", "fence"])
+    assert "invalid choice: 'fence'" in capsys.readouterr().err
 
 
 def test_eval_samples_sets_the_held_out_samples_of_both_code_experiments():

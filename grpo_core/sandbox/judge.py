@@ -79,15 +79,14 @@ class _Budget:
             raise ValueError("too many values")
 
 
-def _apply_record(records: Records, line: bytes, plan: SplitPlan,
-                  budget: _Budget | None = None) -> None:
+def _apply_record(records: Records, line: bytes, plan: SplitPlan, budget: _Budget) -> None:
     if line in (b"K", b"D"):
         records.loaded |= line == b"K"
         records.done |= line == b"D"
         return
     try:
         record = json.loads(line)
-        _apply_parsed(records, record, plan, budget or _Budget(MAX_ITEMS))
+        _apply_parsed(records, record, plan, budget)
     except (ValueError, TypeError, KeyError, IndexError, RecursionError, MemoryError,
             OverflowError):
         records.malformed += 1
