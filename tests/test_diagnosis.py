@@ -15,6 +15,7 @@ from grpo_core.diagnosis import (
     Diagnosis,
     Finding,
     Thresholds,
+    change_from_step0,
     diagnose,
     find_true_score,
     format_steps,
@@ -860,6 +861,32 @@ def test_held_out_change_reads_step_0_and_the_last_evaluation():
     assert held_out_change(last_without, "eval/unit_test_reward") is None
 
 
+def _evaluations(*rows: tuple[int, float, float, float]) -> list[dict]:
+    """Records of held-out evaluations: (step, mean, sem, delta_sem) each."""
+    key = "eval/unit_test_reward"
+    return [{"step": step, key: mean, f"{key}/sem": sem, f"{key}/delta_sem": delta}
+            for step, mean, sem, delta in rows]
+
+
+def test_held_out_change_of_two_evaluations_takes_each_ones_own_standard_errors():
+    two = held_out_change(_evaluations((0, 0.2, 0.02, 0.0), (10, 0.5, 0.03, 0.025)),
+                          "eval/unit_test_reward")
+    assert two is not None and two.key == "eval/unit_test_reward"  # step 0 and one more suffice
+    assert (two.start_sem, two.end_sem, two.delta_sem, two.end_step) == (0.02, 0.03, 0.025, 10)
+    three = held_out_change(_evaluations((0, 0.2, 0.02, 0.0), (10, 0.5, 0.03, 0.025),
+                                         (20, 0.4, 0.04, 0.035)), "eval/unit_test_reward")
+    assert (three.start_sem, three.end_sem, three.delta_sem) == (0.02, 0.04, 0.035)
+
+
+def test_change_from_step0_leaves_out_z_when_there_is_no_standard_error():
+    unmeasured = _evaluations((0, 0.2, 0.02, 0.0), (10, 0.5, 0.03, 0.0))
+    assert change_from_step0(unmeasured, "eval/unit_test_reward") == (
+        "against step 0: 0.2 -> 0.5 at step 10, change +0.3 (standard error 0)")
+    measured = _evaluations((0, 0.2, 0.02, 0.0), (10, 0.5, 0.03, 0.1))
+    assert change_from_step0(measured, "eval/unit_test_reward").endswith(
+        "(standard error 0.1, z +3.0)")
+
+
 def test_standard_errors_are_not_held_out_scores():
     # experiment 2: trained on unit_test_reward, so its eval/ numbers are not a *true* score
     records = held_out_run([0.1, 0.15, 0.2, 0.25], [0.0, 0.01, 0.01, 0.01])
@@ -1260,6 +1287,11 @@ def test_paired_difference_against_a_hand_computation():
         paired_difference({1: 0.5, 2: 0.5, 3: 0.5}, {1: 0.5, 2: 0.5})
     with pytest.raises(ValueError, match="need at least 2 problems"):
         paired_difference({1: 0.5}, {1: 0.0})
+    # the message names five unpaired problems, ids of any kind (ordered as text)
+    with pytest.raises(ValueError, match=r"only one has \[0, 1, 10, 11, 12\]$"):
+        paired_difference({p: 0.5 for p in range(7)}, {p: 0.5 for p in range(10, 17)})
+    with pytest.raises(ValueError, match=r"only one has \[1, 'x'\]$"):
+        paired_difference({1: 0.5, 2: 0.5}, {"x": 0.5, 2: 0.5})
 
 
 EXP3_KEPT_EVERY_SAMPLE = RUNS_DIR / "exp3-stop-cpu"  # 2 held-out samples per problem, both kept
