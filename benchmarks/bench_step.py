@@ -89,19 +89,19 @@ def timed_generate(model, tokenizer, log: list[tuple[float, int]]) -> None:
 
 
 def timed_decode(log: list[tuple[float, int]]) -> None:
-    """Wrap ``grpo_core.rollout.decode`` (our loop samples with it) the same way."""
+    """Wrap ``grpo_core.rollout.decode_until`` (our loop samples with it) the same way."""
     from grpo_core import rollout
 
-    original = rollout.decode
+    original = rollout.decode_until
 
-    def decode(model, input_ids, attention_mask, **kwargs):
+    def decode_until(model, input_ids, attention_mask, **kwargs):
         start = _clock(input_ids.device.type)
-        new_ids = original(model, input_ids, attention_mask, **kwargs)
+        new_ids, stopped_at = original(model, input_ids, attention_mask, **kwargs)
         seconds = _clock(input_ids.device.type) - start
         log.append((seconds, _completion_tokens(new_ids, kwargs["eos_token_ids"])))
-        return new_ids
+        return new_ids, stopped_at
 
-    rollout.decode = decode
+    rollout.decode_until = decode_until
 
 
 def weight_bytes(model, dtype=None) -> int:

@@ -1,6 +1,6 @@
 """Rollouts: the policy's own attempts, sampled as groups (lecture: "RL in three functions").
 
-One batched decoding loop (:func:`decode`) samples ``group_size`` completions for each prompt.
+One batched decoding loop (:func:`decode_until`) samples ``group_size`` completions for each prompt.
 The batch is laid out group after group, ``[p0 x k, p1 x k, ...]``, which is the layout
 ``group_advantages`` expects.
 
@@ -192,36 +192,6 @@ def _positions(attention_mask: Tensor) -> Tensor:
     return (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 0)
 
 
-def decode(
-    model: PreTrainedModel,
-    input_ids: Tensor,
-    attention_mask: Tensor,
-    *,
-    max_new_tokens: int,
-    eos_token_ids: list[int],
-    pad_token_id: int,
-    next_token: Callable[[Tensor], Tensor],
-) -> Tensor:
-    """Extend each row of a left-padded batch by up to ``max_new_tokens`` tokens.
-
-    One forward pass over the prompts fills the key/value cache; then each step feeds only
-    the last token and asks for the last position's logits. A row that has produced an EOS
-    gets ``pad_token_id`` from then on; the loop stops early once every row has one.
-
-    Args:
-        input_ids, attention_mask: ``[B, P]`` left-padded prompts.
-        next_token: ``[B, V]`` logits -> ``[B]`` token ids (:func:`sample_next_token`, or
-            ``argmax`` for greedy decoding).
-
-    Returns:
-        ``[B, C]`` new token ids, ``C <= max_new_tokens``.
-    """
-    new_ids, _ = decode_until(model, input_ids, attention_mask, max_new_tokens=max_new_tokens,
-                              eos_token_ids=eos_token_ids, pad_token_id=pad_token_id,
-                              next_token=next_token)
-    return new_ids
-
-
 def decode_until(
     model: PreTrainedModel,
     input_ids: Tensor,
@@ -233,9 +203,17 @@ def decode_until(
     next_token: Callable[[Tensor], Tensor],
     stop: Callable[[Tensor, Tensor], Tensor] | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """:func:`decode`, and a row also ends where ``stop`` says it is complete.
+    """Extend each row of a left-padded batch by up to ``max_new_tokens`` tokens.
+
+    One forward pass over the prompts fills the key/value cache; then each step feeds only
+    the last token and asks for the last position's logits. A row that has produced an EOS
+    gets ``pad_token_id`` from then on, and so does a row that ``stop`` says is complete; the
+    loop stops early once every row has ended.
 
     Args:
+        input_ids, attention_mask: ``[B, P]`` left-padded prompts.
+        next_token: ``[B, V]`` logits -> ``[B]`` token ids (:func:`sample_next_token`, or
+            ``argmax`` for greedy decoding).
         stop: ``(new_ids [B, t], active [B]) -> [B] bool`` after each step (:func:`stop_check`):
             an active row it marks ends with that step's token, which it keeps; later
             positions get ``pad_token_id``. None: EOS and the budget only.
@@ -294,7 +272,7 @@ def sample_group(
     seed: int | None = None,
     stop_at: str | None = None,
 ) -> Rollout:
-    """Sample ``group_size`` completions for each prompt in one batched :func:`decode` loop.
+    """Sample ``group_size`` completions for each prompt in one batched :func:`decode_until` loop.
 
     Args:
         prompts: one prompt or a list, already formatted (see :func:`chat_prompt`).

@@ -137,29 +137,30 @@ def test_sample_next_token_keeps_to_the_top_p_nucleus():
 
 def test_greedy_decode_matches_transformers_generate(smoke_policy):
     """The loop is ``generate``'s algorithm: with argmax it writes the same tokens."""
-    from grpo_core.rollout import _eos_token_ids, decode
+    from grpo_core.rollout import _eos_token_ids, decode_until
 
     model, tokenizer = smoke_policy
     prompts = [chat_prompt(tokenizer, text) for text in ("Name a colour.", "Count to three, please.")]
     encoded = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
     assert encoded["attention_mask"][0].eq(0).any()  # left padding is exercised
-    ours = decode(model, encoded["input_ids"], encoded["attention_mask"], max_new_tokens=12,
-                  eos_token_ids=_eos_token_ids(model, tokenizer),
-                  pad_token_id=tokenizer.pad_token_id, next_token=lambda logits: logits.argmax(-1))
+    ours, _ = decode_until(model, encoded["input_ids"], encoded["attention_mask"],
+                           max_new_tokens=12, eos_token_ids=_eos_token_ids(model, tokenizer),
+                           pad_token_id=tokenizer.pad_token_id,
+                           next_token=lambda logits: logits.argmax(-1))
     theirs = model.generate(**encoded, do_sample=False, max_new_tokens=12,
                             pad_token_id=tokenizer.pad_token_id)[:, encoded["input_ids"].shape[1]:]
     assert torch.equal(ours, theirs[:, : ours.shape[1]])
 
 
 def test_decode_pads_after_eos_and_stops_when_every_row_is_done(tiny_policy):
-    from grpo_core.rollout import decode
+    from grpo_core.rollout import decode_until
 
     model, tokenizer = tiny_policy
     ids = torch.tensor([[5, 6, 7], [0, 8, 9]])
     mask = torch.tensor([[1, 1, 1], [0, 1, 1]])
     script = iter([torch.tensor([11, 3]), torch.tensor([3, 12]), torch.tensor([13, 14])])
-    out = decode(model, ids, mask, max_new_tokens=10, eos_token_ids=[3], pad_token_id=0,
-                 next_token=lambda logits: next(script))
+    out, _ = decode_until(model, ids, mask, max_new_tokens=10, eos_token_ids=[3], pad_token_id=0,
+                          next_token=lambda logits: next(script))
     # row 1 ends at step 1, row 0 at step 2: the loop stops there, row 1 padded after its EOS
     assert out.tolist() == [[11, 3], [3, 0]]
 
