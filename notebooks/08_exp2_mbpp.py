@@ -16,7 +16,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/08_exp2_mbpp.ipynb)
 #
-# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** `cpu` profile 3.5 min to build
+# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** `cpu` profile 3.7 min to build
 # on a 2-core CPU machine, otherwise idle. Sections 1-2 (the reward, toy groups, the
 # fake policy) run in seconds, and section 4 shows recorded runs of the k sweep without
 # training anything; the `smoke` profile (seconds per cell) and all the other timings are in
