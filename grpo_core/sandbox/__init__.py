@@ -27,6 +27,13 @@ in short:
 
 ``isolation_report()`` says which layers this machine allows (print it in a notebook).
 
+Tiers (``GRPO_SANDBOX``: ``auto``, ``linux`` or ``portable``): on Linux everything above; on
+macOS the *portable tier* (``portable.py``): a fresh interpreter per completion with the
+rlimits the system has and a budget enforced by the parent, the verdict still the parent's,
+but no filesystem, network or process isolation (the report lists what it does not stop).
+On Windows ``run_tests`` raises ``SandboxError`` (use WSL2 or Colab); importing works
+everywhere.
+
 Residual risks, by design: where the kernel refuses the mount namespace (some containers)
 a candidate can read world-readable files, and the report says so; at level 0 (not root) it
 runs as your own user; it can hard-code the tests the prompt shows (score hidden tests too).
@@ -116,7 +123,7 @@ def run_tests(code: str, tests: Sequence[str], *, setup_code: str = "",
     with worker_slot(chosen) as slot:
         run = run_child(chosen, slot, request, kernel_limits(timeout_s, memory_mb), timeout_s)
     records = parse_records(run.data, plan)
-    if not records.ready and run.ended_by in ("eof", "no_start"):
+    if not records.ready and run.ended_by in ("eof", "exit", "no_start"):
         raise SandboxError("the sandboxed child exited before running anything "
                            f"(wait status {run.status}); see isolation_report()")
     try:

@@ -46,9 +46,13 @@ may have been written by the candidate: the parent treats every record as a clai
 # ruff: noqa: UP031 - JSON text reads better with %-formatting than with doubled braces
 import marshal
 import os
-import resource
 import struct
 import sys
+
+try:
+    import resource  # POSIX only; the portable tier runs without it where it is missing
+except ImportError:
+    resource = None
 
 MAX_DEPTH = 50
 CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWIPC = 0x10000000, 0x40000000, 0x08000000
@@ -58,7 +62,8 @@ PR_SET_CHILD_SUBREAPER = 36
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC, MS_PRIVATE = 1024, 2048, 4096, 16384, 1 << 18
 MS_RELATIME, MNT_DETACH = 1 << 21, 2
-SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(os.uname().machine, -1)
+MACHINE = os.uname().machine if hasattr(os, "uname") else ""
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(MACHINE, -1)
 RESULT_FD = 3
 RANDOM_SEED = 0  # random's seed in every child (seed_random)
 
@@ -470,7 +475,7 @@ def seccomp_program(machine=None):
     Keyring calls fail with EPERM; sync and syncfs succeed without doing anything; any
     syscall of another ABI (i386 through int 0x80, x32) fails, so numbers mean what we think.
     """
-    table = _SECCOMP_TABLES.get(machine or os.uname().machine)
+    table = _SECCOMP_TABLES.get(machine or MACHINE)
     if table is None:
         return None
     arch, denied, no_ops = table
@@ -545,7 +550,7 @@ def trial_child(spec, libc, root):
         if spec["seccomp"]:
             libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
             if not install_seccomp(libc, spec["seccomp"]) or libc.syscall(
-                    _SECCOMP_TABLES[os.uname().machine][1][2], 0, 0) != -1:
+                    _SECCOMP_TABLES[MACHINE][1][2], 0, 0) != -1:
                 os._exit(13)
         os._exit(0)
     except BaseException:
@@ -795,5 +800,40 @@ def zygote_main():
     serve(sock, libc, namespaces, layers)
 
 
+# ---------------------------------------------------------------- the portable tier
+
+def set_limits(limits):
+    """The portable child's rlimits (hard = soft), each where this system has and accepts it;
+    the names of those it could not set."""
+    missing = []
+    for name, value in limits:
+        try:
+            resource.setrlimit(getattr(resource, name), (value, value))
+        except (AttributeError, ValueError, OSError):  # no such limit here, or refused
+            missing.append(name)
+    return missing
+
+
+def portable_main():
+    """The portable tier's child (``python -S -s -c <this file> portable <config>``): one
+    fresh interpreter per completion, started by the parent itself. Its stdout is the result
+    pipe (moved to fd 3 first thing), its stdin the request; then both become /dev/null, the
+    rlimits the system has are set, and the candidate runs exactly as in the Linux tiers."""
+    os.dup2(1, RESULT_FD)
+    config = marshal.loads(bytes.fromhex(sys.argv[2]))
+    sys.path[:] = [entry for entry in sys.path if entry and entry != "."]
+    request = marshal.loads(read_all(0))
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.closerange(RESULT_FD + 1, 1 << 16)
+    if resource is not None:
+        set_limits(config["limits"])
+    evaluate(request)
+
+
 if __name__ == "__main__":
-    zygote_main()
+    if sys.argv[1:2] == ["portable"]:
+        portable_main()
+    else:
+        zygote_main()

@@ -20,6 +20,7 @@ import os
 import select
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +28,8 @@ from .host import Isolation, Slot, kill_processes_of, make_workdir, sandbox_env
 from .zygote import Zygote, ZygoteError, discard_zygote, zygote_for
 
 OUTPUT_BUDGET = 4 << 20  # bytes of records read per completion
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+# /proc's unit of CPU time (Linux); other systems have no /proc to read it from
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 TMPFS_BYTES = 16 << 20  # everything a completion may write, in memory, freed when it ends
 INSIDE_WORKDIR = "/scratch/work"  # the working folder inside a private root (_child.SCRATCH)
 
@@ -49,9 +51,10 @@ class SandboxError(RuntimeError):
 class ChildRun:
     """What one child produced.
 
-    ``ended_by``: ``eof`` (it closed its result pipe, normally by exiting), ``cpu`` (it used
-    its CPU budget), ``deadline`` (the wall-clock backstop), ``budget`` (it wrote too much)
-    or ``no_start``. ``status``: its wait status, if known.
+    ``ended_by``: ``eof`` (it closed its result pipe, normally by exiting), ``exit`` (it
+    exited while a descendant held the pipe: the portable tier), ``cpu`` (it used its CPU
+    budget), ``deadline`` (the wall-clock backstop), ``budget`` (it wrote too much) or
+    ``no_start``. ``status``: its wait status, if known.
     """
 
     data: bytes
@@ -73,6 +76,9 @@ def run_child(isolation: Isolation, slot: Slot, request: dict[str, Any],
     ``timeout_s`` is the child's CPU budget; the wall clock only backs it up
     (``wall_backstop``).
     """
+    if isolation.portable:  # no zygote, no namespaces: one plain subprocess (portable.py)
+        from .portable import run_portable
+        return run_portable(isolation, request, limits, timeout_s, budget)
     _zygote(isolation, slot)  # started (once per slot) before the clock starts
     started = time.monotonic()
     deadline = started + wall_backstop(timeout_s)
@@ -136,8 +142,7 @@ def _close(still_open: set[int], *fds: int) -> None:
 def _send(fd: int, payload: bytes, deadline: float) -> str:
     """Write the whole request: ``ok``, ``deadline``, or ``no_start`` (the child is gone)."""
     os.set_blocking(fd, False)
-    view, poller = memoryview(payload), select.poll()
-    poller.register(fd, select.POLLOUT)
+    view, poller = memoryview(payload), _poller(fd, write=True)
     try:
         while view:
             if time.monotonic() >= deadline:
@@ -150,17 +155,18 @@ def _send(fd: int, payload: bytes, deadline: float) -> str:
         return "no_start"
 
 
-def _collect(fd: int, deadline: float, budget: int, pid: int,
-             cpu_s: float) -> tuple[bytes, str]:
+def _collect(fd: int, deadline: float, budget: int, pid: int, cpu_s: float,
+             exited: Callable[[], bool] | None = None) -> tuple[bytes, str]:
     """Read until EOF, the CPU budget, the wall-clock backstop or the byte budget, whichever
     comes first (``eof``, ``cpu``, ``deadline``, ``budget``).
 
     The child's CPU time can grow at most as fast as the wall clock, so it is read (from
     /proc) only when the budget could have run out: a quick completion never pays for it.
-    Never waits for EOF past the deadline: a stuck child cannot hold the parent.
+    Never waits for EOF past the deadline: a stuck child cannot hold the parent. With
+    ``exited`` (the portable tier, whose child's descendants may hold the pipe open), a pipe
+    silent for ``EXIT_CHECK_S`` is also ended once the child itself has exited (``exit``).
     """
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
+    poller = _poller(fd)
     chunks: list[bytes] = []
     size = 0
     check_cpu_at = time.monotonic() + cpu_s
@@ -173,7 +179,12 @@ def _collect(fd: int, deadline: float, budget: int, pid: int,
             if left <= 0:
                 return b"".join(chunks), "cpu"
             check_cpu_at = now + max(left, 0.01)
-        if not poller.poll(_ms_left(min(deadline, check_cpu_at))):
+        wake = min(deadline, check_cpu_at)
+        if exited is not None:
+            wake = min(wake, now + EXIT_CHECK_S)
+        if not poller.poll(_ms_left(wake)):
+            if exited is not None and exited():
+                return b"".join(chunks), "exit"
             continue
         chunk = os.read(fd, 1 << 16)
         if not chunk:
@@ -182,6 +193,30 @@ def _collect(fd: int, deadline: float, budget: int, pid: int,
         size += len(chunk)
         if size > budget:
             return b"".join(chunks), "budget"
+
+
+EXIT_CHECK_S = 0.05
+
+
+class _SelectorPoller:
+    """``select.poll``'s two calls used here, over ``selectors`` (where there is no poll)."""
+
+    def __init__(self, fd: int, write: bool):
+        import selectors
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(fd, selectors.EVENT_WRITE if write else selectors.EVENT_READ)
+
+    def poll(self, timeout_ms: int) -> list:
+        return self.selector.select(timeout_ms / 1000)  # its kqueue closes with the object
+
+
+def _poller(fd: int, write: bool = False):
+    """An object whose ``poll(ms)`` is true once ``fd`` is ready (to read, or to write)."""
+    if not hasattr(select, "poll"):
+        return _SelectorPoller(fd, write)
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT if write else select.POLLIN)
+    return poller
 
 
 def cpu_seconds(pid: int) -> float:

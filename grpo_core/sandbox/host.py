@@ -7,7 +7,6 @@ Everything here runs in the trusted parent. The settings (``Isolation``) come fr
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import signal
 import stat
@@ -37,6 +36,10 @@ class Isolation:
     one after the other; the PID and mount namespaces (``pid_namespace``, ``private_root``)
     are new for every completion. ``user_namespace`` is only used at level 0, where it is
     what lets an ordinary user create the others.
+
+    ``portable``: the portable tier (``portable.py``), for systems without Linux's layers:
+    one plain subprocess per completion, as the current user, with the rlimits the system
+    has; none of the namespace or seccomp fields apply.
     """
 
     interpreter: str
@@ -52,6 +55,7 @@ class Isolation:
     pid_namespace: bool = False  # each completion in its own PID namespace (and /proc)
     private_root: bool = False  # each completion in its own mount namespace and tmpfs root
     seccomp: bool = False  # no kernel keyrings, sync(2) a no-op
+    portable: bool = False  # the portable tier: no zygote, no namespaces (portable.py)
 
     def promised(self) -> tuple[bool, ...]:
         """The kernel layers a zygote must reach for these settings."""
@@ -160,6 +164,8 @@ def _acquire(isolation: Isolation) -> tuple[int, int]:
 
 
 def _try_lock(path: str) -> int | None:
+    import fcntl  # Linux tiers only (level 1): importing the package works on any system
+
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -19,10 +19,8 @@ the zygote and reported on or off; ``docs/sandbox.md`` explains the design.
 
 from __future__ import annotations
 
-import grp
 import json
 import os
-import pwd
 import sys
 import threading
 import warnings
@@ -176,6 +174,9 @@ def _problem_with(isolation: Isolation, facts: Facts | None) -> str:
 
 def free_uids(count: int = UID_SLOTS) -> tuple[int, ...]:
     """``count`` uids (from ``GRPO_SANDBOX_UID_BASE``) that no user or group on this machine has."""
+    import grp  # POSIX only, and only the Linux tiers' root level needs them
+    import pwd
+
     start = int(os.environ.get("GRPO_SANDBOX_UID_BASE", UID_BASE_DEFAULT))
     chosen: list[int] = []
     uid = start
@@ -187,6 +188,7 @@ def free_uids(count: int = UID_SLOTS) -> tuple[int, ...]:
 
 
 def _id_exists(lookup, number: int) -> bool:
+    """Does ``lookup`` (``getpwuid`` or ``getgrgid``) know ``number``?"""
     try:
         lookup(number)
     except KeyError:
@@ -229,14 +231,71 @@ def _self_test(isolation: Isolation) -> Facts | None:
                      no_new_privs=raw["no_new_privs"], pid=raw["pid"], hidden=raw["hidden"])
 
 
+def probe_portable(interpreters: tuple[str, ...] | None = None) -> tuple[Isolation, Facts]:
+    """The portable tier (``portable.py``), checked by a real run of the probe program.
+
+    Raises ``SandboxError`` if no interpreter can run it.
+    """
+    base = Isolation(interpreter="", portable=True, base_dir=prepare_base_dir())
+    rejected: list[str] = []
+    for interpreter in interpreters or interpreter_candidates():
+        isolation = replace(base, interpreter=interpreter)
+        try:
+            facts = _self_test(isolation)
+        except SandboxError as error:
+            rejected.append(f"{interpreter}: {error}")
+            continue
+        problem = _problem_with(isolation, facts)
+        if problem:
+            rejected.append(f"{interpreter}: {problem}")
+            continue
+        return (replace(isolation, interpreter_version=facts.version),
+                replace(facts, rejected=tuple(rejected)))
+    raise SandboxError("no Python interpreter could run the portable sandbox ("
+                       + "; ".join(rejected) + "); set GRPO_SANDBOX_PYTHON")
+
+
 # ---------------------------------------------------------------- the process-wide choice
+
+TIERS = ("auto", "linux", "portable")  # the values of GRPO_SANDBOX
+WINDOWS_MESSAGE = ("The code sandbox does not run on Windows: run the course in WSL2 (the "
+                   "Windows Subsystem for Linux) or in Google Colab.")
+
+
+def current_platform() -> str:
+    """``sys.platform`` (a function, so that a test can stand in for another system)."""
+    return sys.platform
+
+
+def chosen_tier() -> str:
+    """``linux`` or ``portable``: ``GRPO_SANDBOX`` if it is set, else the strongest tier this
+    system has (Linux: the Linux tiers; macOS and other POSIX systems: portable).
+
+    Raises ``SandboxError`` for an unknown ``GRPO_SANDBOX``, on Windows (use WSL2 or Colab)
+    and for ``GRPO_SANDBOX=linux`` on another system.
+    """
+    raw = os.environ.get("GRPO_SANDBOX", "")
+    wanted = raw.strip().lower() or "auto"
+    if wanted not in TIERS:
+        raise SandboxError(f"GRPO_SANDBOX={raw!r} is not a sandbox tier: use auto (the "
+                           "default), linux or portable")
+    platform = current_platform()
+    if platform in ("win32", "cygwin"):
+        raise SandboxError(WINDOWS_MESSAGE)
+    linux = platform.startswith("linux")
+    if wanted == "linux" and not linux:
+        raise SandboxError(f"GRPO_SANDBOX=linux, but this system is {platform}: the Linux "
+                           "tiers need Linux (use GRPO_SANDBOX=portable or auto)")
+    return "linux" if wanted == "linux" or (wanted == "auto" and linux) else "portable"
+
 
 _active: tuple[Isolation, Facts] | None = None
 _active_lock = threading.Lock()
 
 
 def get_isolation() -> Isolation:
-    """The isolation every ``run_tests`` call uses, probed on first use (warns if degraded)."""
+    """The isolation every ``run_tests`` call uses, chosen (``chosen_tier``) and probed on
+    first use, for the whole process (warns if degraded)."""
     return _get_active()[0]
 
 
@@ -244,7 +303,7 @@ def _get_active() -> tuple[Isolation, Facts]:
     global _active
     with _active_lock:
         if _active is None:
-            _active = probe_isolation()
+            _active = probe_portable() if chosen_tier() == "portable" else probe_isolation()
             warn_if_degraded(isolation_report_for(*_active))
         return _active
 
@@ -270,9 +329,12 @@ class IsolationReport:
     layers: tuple[tuple[str, bool, str], ...]
     warnings: tuple[str, ...]
     passed_over: tuple[str, ...] = ()  # interpreters the sandbox uid could not use, and why
+    tier: str = "linux"  # or "portable" (portable.py)
 
     def __str__(self) -> str:
-        lines = [f"sandbox isolation level {self.level} "
+        where = "portable tier (no Linux isolation layers), level 0" \
+            if self.tier == "portable" else f"isolation level {self.level}"
+        lines = [f"sandbox {where} "
                  f"(child interpreter {self.interpreter}, Python {self.interpreter_version})"]
         lines += [f"  [{'x' if active else ' '}] {name}: {how}"
                   for name, active, how in self.layers]
@@ -294,9 +356,12 @@ def _short_paths(text: str) -> str:
 
 def isolation_report_for(isolation: Isolation, facts: Facts) -> IsolationReport:
     """The report for given settings and the facts the probe measured under them."""
-    layers = _layers(isolation, facts)
+    layers = _portable_layers(isolation, facts) if isolation.portable \
+        else _layers(isolation, facts)
     problems = [f"{name} is not available: {how}" for name, active, how in layers if not active]
-    if isolation.level == 0 and isolation.private_root:
+    if isolation.portable:
+        problems.append(PORTABLE_SUMMARY)
+    elif isolation.level == 0 and isolation.private_root:
         problems.append("level 0: the candidate runs as your own user; its private root "
                         "keeps your files out of its reach, a separate uid would add a second "
                         "wall")
@@ -304,7 +369,62 @@ def isolation_report_for(isolation: Isolation, facts: Facts) -> IsolationReport:
         problems.append("level 0: the candidate runs as your own user and can read or change "
                         "your files, signal your processes and read their environment")
     return IsolationReport(isolation.level, isolation.interpreter, facts.version,
-                           tuple(layers), tuple(problems), facts.rejected)
+                           tuple(layers), tuple(problems), facts.rejected,
+                           "portable" if isolation.portable else "linux")
+
+
+PORTABLE_SUMMARY = (
+    "portable tier: the verdict is still decided in the parent (lying values, forged records "
+    "and early exits score 0), but the candidate runs as your own user with no filesystem, "
+    "network or process isolation and no syscall filter: it can read and change your files "
+    "(answer keys included), open network connections, signal or ptrace your processes (the "
+    "trainer too) and leave files outside its working folder. Use Linux (WSL2, Colab) for the "
+    "full sandbox, and only score code you would run yourself")
+
+
+def _portable_layers(isolation: Isolation, facts: Facts) -> list[tuple[str, bool, str]]:
+    """The portable tier's report: what it keeps, and every Linux layer it does not have."""
+    cpu_from_proc = os.path.exists(f"/proc/{os.getpid()}/stat")
+    tier = "portable tier: "
+    return [
+        ("fresh process per completion", True,
+         f"{isolation.interpreter} -S -s, a new interpreter started by the parent for each "
+         "completion (no fork server), PYTHONHASHSEED=0"),
+        ("verdict decided in the parent", True,
+         "the child returns values only; the parent decodes and judges them, and the "
+         "expected values never enter the child"),
+        ("separate unprivileged uid", False, tier + "the candidate runs as your own user"),
+        ("no_new_privs", False, tier + "no prctl(PR_SET_NO_NEW_PRIVS)"),
+        ("no network", facts.network_cut, "the network is unreachable" if facts.network_cut
+         else tier + "no network namespace: it can open connections"),
+        ("private IPC namespace", False, tier + "System V objects it makes outlive it"),
+        ("no fork / no threads", facts.fork_blocked and facts.threads_blocked,
+         "RLIMIT_NPROC=0" if facts.fork_blocked and facts.threads_blocked else
+         f"fork {'blocked' if facts.fork_blocked else 'allowed'}, threads "
+         f"{'blocked' if facts.threads_blocked else 'allowed'} (RLIMIT_NPROC=0 binds "
+         "neither root nor, on macOS, threads)"),
+        ("kernel limits", True, "the rlimits this system has, hard = soft, set by the child "
+         "before the candidate runs: AS (macOS does not enforce it), CPU, FSIZE 1 MiB, "
+         "NOFILE 64, CORE 0, NPROC 0"),
+        ("private filesystem view", facts.hidden,
+         "the project and data were not visible" if facts.hidden
+         else tier + "it sees, and can change, every file your user can"),
+        ("own PID namespace", False,
+         tier + "it can see, signal and ptrace your processes, the trainer included"),
+        ("seccomp filter", False, tier + "no syscall filter"),
+        ("CPU-time budget", cpu_from_proc,
+         "timeout_s of CPU, read from /proc by the parent; the wall clock (2 x timeout_s + "
+         "0.25 s) only as a backstop" if cpu_from_proc else tier + "no /proc to read CPU "
+         "time from: the wall clock (2 x timeout_s + 0.25 s) and RLIMIT_CPU stand in"),
+        ("private working folder", True,
+         f"fresh 0700 folder under {isolation.base_dir}, removed afterwards (not what it "
+         "writes elsewhere)"),
+        ("environment without secrets", True, "a fixed allowlist (PATH, LANG, HOME, ...); "
+         "but it can read your processes' environments"),
+        ("output discarded", True, "stdout and stderr go to /dev/null"),
+        ("deadline from outside", True, "SIGKILL of its process group by the parent (a "
+         "process that leaves the group outlives it)"),
+    ]
 
 
 def _layers(isolation: Isolation, facts: Facts) -> list[tuple[str, bool, str]]:

@@ -30,6 +30,12 @@ class Attack:
     tests: tuple[str, ...] = ADD_TESTS
     level: int = 0
     followup: str = ""  # a second completion, run right after, that looks for what it left
+    # why the portable tier (no namespaces, your own user) cannot stop it; "" if it does.
+    # Every attack of level 1 is such a gap too: the portable tier runs at level 0.
+    portable_gap: str = ""
+    # a fact of the probe (probe.Facts) the portable tier needs to stop it, such as
+    # "threads_blocked" (RLIMIT_NPROC=0 binds neither root nor, on macOS, threads)
+    portable_needs: str = ""
 
 
 ATTACKS = [
@@ -64,7 +70,7 @@ ATTACKS = [
            "            pass\nthreads = []\n"
            "def started():\n    t = threading.Thread(target=late)\n    t.start()\n"
            "    threads.append(t)\n    return len(threads)\n",
-           ("assert started() == 1",)),
+           ("assert started() == 1",), portable_needs="threads_blocked"),
     Attack("sleep", "resources",
            "import time\ndef add(a, b):\n    time.sleep(60)\n    return a + b\n"),
     Attack("stdout_flood", "resources",
@@ -263,6 +269,8 @@ ATTACKS = [
            "        try:\n            with open(os.path.join(folder, name), 'w') as handle:\n"
            "                handle.write(planted)\n        except OSError:\n            pass\n"
            "def add(a, b):\n    return -99\n",
+           portable_gap="no private root: what it writes to /tmp, /var/tmp or /dev/shm stays "
+                        "on the host, where the follow-up finds it",
            followup="import os, re, json\ndef add(a, b):\n"
                     "    found = hasattr(re, 'PLANTED') or hasattr(json, 'PLANTED')\n"
                     "    found = found or any(os.path.exists(os.path.join(d, 'sitecustomize.py'))"

@@ -13,6 +13,7 @@ from string import Template
 import pytest
 from sandbox_attacks import ADD_TESTS, ATTACKS, Attack, leftovers, nothing_reached, time_scale
 
+from grpo_core.sandbox import probe as sandbox_probe
 from grpo_core.sandbox import run_tests
 from grpo_core.sandbox.zygote import _zygotes
 
@@ -38,6 +39,11 @@ def test_attack_scores_zero_in_time_and_leaves_nothing(attack: Attack, context, 
                                                        isolation):
     if level < attack.level:
         pytest.skip(f"needs isolation level {attack.level} (a separate uid); this is {level}")
+    if isolation.portable and attack.portable_gap:  # GRPO_SANDBOX=portable (test_portable.py)
+        pytest.skip(f"the portable tier does not stop it: {attack.portable_gap}")
+    if isolation.portable and attack.portable_needs and \
+            not getattr(sandbox_probe._get_active()[1], attack.portable_needs):
+        pytest.skip(f"the portable tier stops it only where {attack.portable_needs}")
     zygotes_before = _alive_zygotes()
     tests = [_fill(test, context.values) for test in attack.tests]
     started = time.monotonic()

@@ -40,6 +40,15 @@ MERSENNE = (1 << 61) - 1  # ints that differ by a multiple of it share a hash
 DEADLINE_S = 0.5
 
 
+@pytest.fixture(autouse=True)
+def _not_the_portable_tier(isolation):
+    """These attacks aim at the Linux tiers' layers; under GRPO_SANDBOX=portable some would
+    reach the host (kill the test process, leave folders in /tmp): tests/sandbox/
+    test_portable.py runs the portable tier's own suite."""
+    if isolation.portable:
+        pytest.skip("the portable tier does not stop these (see test_portable.py)")
+
+
 def _needs(isolation, *layers: str) -> None:
     missing = [name for name in layers if not getattr(isolation, name)]
     if missing:
