@@ -44,6 +44,7 @@ from __future__ import annotations
 import math
 import os
 import signal
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -58,6 +59,7 @@ from .probe import (
     probe_isolation,
 )
 from .split import SplitPlan, UnsplittableTestError, plan_tests
+from .zygote import discard_zygote
 
 __all__ = [
     "DEFAULT_MEMORY_MB", "DEFAULT_TIMEOUT_S", "Isolation", "IsolationReport", "SandboxError",
@@ -77,8 +79,8 @@ class SandboxResult:
 
     ``status``: ``ok`` (ran to the end; some asserts may have failed), ``timeout``,
     ``crashed`` (died or exited before reporting every test), ``load_error`` (the code raised
-    while loading, syntax errors included), ``setup_error``, or ``flooded`` (wrote more
-    records than the budget). ``status`` and ``detail`` are diagnostics only: the score is
+    while loading, syntax errors included), ``setup_error``, ``flooded`` (wrote more
+    records than the budget), or ``sandbox_error`` (the sandbox could not run it: scored 0). ``status`` and ``detail`` are diagnostics only: the score is
     ``passed``, the number of tests whose judge the parent evaluated as true.
     """
 
@@ -108,8 +110,11 @@ def run_tests(code: str, tests: Sequence[str], *, setup_code: str = "",
     leaves no process and no file behind; the same inputs give the same result (the child's
     hash seed is fixed), unless a completion runs close to its budget. Raises
     ``UnsplittableTestError`` for a test that is not a single splittable assert whoever
-    answers it (a dataset bug), and ``SandboxError`` if the sandbox itself cannot run; never
-    for anything the candidate does.
+    answers it (a dataset bug), and ``SandboxError`` if the sandbox cannot run on this
+    machine at all (the first call's probe: Windows, no usable interpreter); never for
+    anything the candidate does. Once the sandbox has run, a completion it cannot run
+    (twice: a zygote that died and cannot be replaced) scores 0 with status
+    ``sandbox_error`` and a ``SandboxWarning``.
     """
     tests = tuple(tests)
     if not tests:
@@ -120,20 +125,47 @@ def run_tests(code: str, tests: Sequence[str], *, setup_code: str = "",
     request = {"code": code, "setup": setup_code,
                "leaves": [(leaf.source, leaf.truth_context) for leaf in plan.leaves]}
     chosen = isolation or get_isolation()
-    with worker_slot(chosen) as slot:
-        run = run_child(chosen, slot, request, kernel_limits(timeout_s, memory_mb), timeout_s)
-    records = parse_records(run.data, plan)
-    if not records.ready and run.ended_by in ("eof", "exit", "no_start"):
-        raise SandboxError("the sandboxed child exited before running anything "
-                           f"(wait status {run.status}); see isolation_report()")
+    run, records, uid, problem = _run(chosen, request, kernel_limits(timeout_s, memory_mb),
+                                      timeout_s, plan)
+    if run is None:  # the sandbox could not run it twice (a zygote died...): 0, never raise
+        warnings.warn(f"a completion was scored 0 because the sandbox could not run it: "
+                      f"{problem}", SandboxWarning, stacklevel=2)
+        return SandboxResult(0, len(tests), "sandbox_error", problem,
+                             tuple(False for _ in tests))
     try:
         verdicts = judge_tests(plan, records)
         status, detail = classify(run, records, plan)
     except Exception as error:  # noqa: BLE001 - a reward call never raises for a completion
         verdicts = tuple(False for _ in tests)
         status, detail = "crashed", f"the parent could not judge it ({type(error).__name__})"
-    return SandboxResult(sum(verdicts), len(tests), status, detail, verdicts, run.seconds,
-                         slot.uid)
+    return SandboxResult(sum(verdicts), len(tests), status, detail, verdicts, run.seconds, uid)
+
+
+def _run(isolation: Isolation, request: dict, limits: list[tuple[str, int]], timeout_s: float,
+         plan: SplitPlan) -> tuple[ChildRun | None, Records | None, int | None, str]:
+    """Run the request in a fresh child: ``(run, records, uid, "")``, or ``(None, None,
+    None, why)`` if the sandbox failed twice (issue 32, class 7: a zygote another completion
+    killed, or one that cannot start, must not crash the reward function).
+
+    A child that ends before its first record (``R``, written by trusted code before any
+    candidate code) ran nothing of the candidate, so running it again is safe; its slot's
+    zygote is replaced first.
+    """
+    problem = ""
+    for _ in range(2):
+        try:
+            with worker_slot(isolation) as slot:
+                run = run_child(isolation, slot, request, limits, timeout_s)
+                records = parse_records(run.data, plan)
+                if records.ready or run.ended_by not in ("eof", "exit", "no_start"):
+                    return run, records, slot.uid, ""
+                discard_zygote(isolation, slot)
+        except (SandboxError, OSError) as error:  # OSError: its working folder, its pipes
+            problem = f"{type(error).__name__}: {error}"
+            continue
+        problem = ("the sandboxed child exited before running anything "
+                   f"(wait status {run.status}); see isolation_report()")
+    return None, None, None, problem
 
 
 def kernel_limits(timeout_s: float, memory_mb: int) -> list[tuple[str, int]]:

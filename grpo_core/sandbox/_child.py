@@ -355,7 +355,8 @@ def bind_read_only(libc, check, source, target, directory=True):
 
 def compile_seccomp(program):
     """The ctypes ``sock_fprog`` for ``program`` ((code, jt, jf, k) rows), built once in the
-    zygote: a child that built it would allocate, and so copy, memory it shares."""
+    zygote: a child that built it would allocate, and so copy, memory it shares. The rows
+    that hold ``SELF_PID`` or ``SELF_GROUP`` are remembered, for ``install_seccomp``."""
     import ctypes
 
     class Filter(ctypes.Structure):
@@ -366,12 +367,18 @@ def compile_seccomp(program):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
 
     filters = (Filter * len(program))(*[Filter(*row) for row in program])
-    return Program(len(program), filters), filters, ctypes.byref
+    own = [(index, row[3]) for index, row in enumerate(program)
+           if row[0] == 0x15 and row[3] in (SELF_PID, SELF_GROUP)]
+    return Program(len(program), filters), filters, ctypes.byref, own
 
 
 def install_seccomp(libc, compiled):
-    """Load a compiled seccomp filter; True if the kernel took it."""
-    prog, _, byref = compiled
+    """Load a compiled seccomp filter, with this process's own pid filled in (the one
+    process it may signal); True if the kernel took it."""
+    prog, filters, byref, own = compiled
+    pid = os.getpid()
+    for index, which in own:
+        filters[index].k = pid if which == SELF_PID else (-pid) & 0xFFFFFFFF
     return libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, byref(prog), 0, 0) == 0
 
 
@@ -466,18 +473,64 @@ _SECCOMP_TABLES = {
     "x86_64": (0xC000003E, (248, 249, 250), (162, 306)),  # add_key, request_key, keyctl; sync
     "aarch64": (0xC00000B7, (217, 218, 219), (81, 267)),
 }
-SECCOMP_ALLOW, SECCOMP_ERRNO, EPERM = 0x7FFF0000, 0x00050000, 1
+# Signals and other processes (issue 32, class 7): without a PID namespace of its own (an
+# ordinary user's laptop), kill(2) only compares user ids, so the candidate could signal the
+# trainer, every process of the user and the other slots' zygotes. The filter lets it signal
+# only itself (its pid, 0 = its own process group, -pid), refuses the other ways to send a
+# signal to someone else (pidfd_send_signal; fcntl F_SETOWN/F_SETOWN_EX/F_SETSIG and ioctl
+# FIOSETOWN/SIOCSPGRP, which make the kernel send SIGIO, or any signal, to a chosen pid) and
+# the ways to reach into another process of the same uid (ptrace, process_vm_readv/writev,
+# pidfd_getfd, kcmp). Numbers: (x86_64, aarch64).
+_SIGNAL_SYSCALLS = {  # syscall: the argument that names the target process
+    "kill": ((62, 129), 0), "tkill": ((200, 130), 0), "tgkill": ((234, 131), 0),
+    "rt_sigqueueinfo": ((129, 138), 0), "rt_tgsigqueueinfo": ((297, 240), 0),
+}
+_OTHER_PROCESS_SYSCALLS = {
+    "pidfd_send_signal": (424, 424), "pidfd_getfd": (438, 438), "ptrace": (101, 117),
+    "process_vm_readv": (310, 270), "process_vm_writev": (311, 271), "kcmp": (312, 272),
+}
+_REFUSED_COMMANDS = {  # syscall: (numbers, the command argument, commands refused)
+    "fcntl": ((72, 25), 1, (8, 10, 15)),  # F_SETOWN, F_SETSIG, F_SETOWN_EX
+    "ioctl": ((16, 29), 1, (0x8901, 0x8902)),  # FIOSETOWN, SIOCSPGRP
+}
+SECCOMP_ALLOW, SECCOMP_ERRNO, EPERM, ENOSYS = 0x7FFF0000, 0x00050000, 1, 38
+SELF_PID, SELF_GROUP = 0x7FFFFFF0, 0x7FFFFFF1  # placeholders: the child's own pid and -pid
+
+
+def _arg(index):
+    """The BPF load of the low 32 bits of syscall argument ``index`` (little-endian)."""
+    return (0x20, 0, 0, 16 + 8 * index)
+
+
+def _allow_only(number, index, values):
+    """Rows: syscall ``number`` is allowed only if argument ``index`` is one of ``values``."""
+    count = len(values)
+    rows = [(0x15, 0, count + 3, number), _arg(index)]
+    rows += [(0x15, count - k, 0, value) for k, value in enumerate(values)]
+    return rows + [(0x06, 0, 0, SECCOMP_ERRNO | EPERM), (0x06, 0, 0, SECCOMP_ALLOW)]
+
+
+def _refuse_values(number, index, values):
+    """Rows: syscall ``number`` fails with EPERM if argument ``index`` is one of ``values``."""
+    count = len(values)
+    rows = [(0x15, 0, count + 3, number), _arg(index)]
+    rows += [(0x15, count - k, 0, value) for k, value in enumerate(values)]
+    return rows + [(0x06, 0, 0, SECCOMP_ALLOW), (0x06, 0, 0, SECCOMP_ERRNO | EPERM)]
 
 
 def seccomp_program(machine=None):
     """The seccomp filter, as (code, jt, jf, k) rows, or None for an unknown architecture.
 
-    Keyring calls fail with EPERM; sync and syncfs succeed without doing anything; any
-    syscall of another ABI (i386 through int 0x80, x32) fails, so numbers mean what we think.
+    Keyring calls fail with EPERM; sync and syncfs succeed without doing anything; signals
+    reach only the child itself (``SELF_PID`` and ``SELF_GROUP`` are filled in by
+    ``install_seccomp``); the calls that reach into another process fail; any syscall of
+    another ABI (i386 through int 0x80, x32) fails, so numbers mean what we think.
     """
-    table = _SECCOMP_TABLES.get(machine or MACHINE)
+    machine = machine or MACHINE
+    table = _SECCOMP_TABLES.get(machine)
     if table is None:
         return None
+    column = 0 if machine == "x86_64" else 1
     arch, denied, no_ops = table
     rows = [(0x20, 0, 0, 4),  # A = seccomp_data.arch
             (0x15, 1, 0, arch),  # native: skip the next row
@@ -485,10 +538,17 @@ def seccomp_program(machine=None):
             (0x20, 0, 0, 0),  # A = seccomp_data.nr
             (0x35, 0, 1, 0x40000000),  # x32 numbers
             (0x06, 0, 0, SECCOMP_ERRNO | EPERM)]
+    denied = tuple(denied) + tuple(numbers[column]
+                                   for numbers in _OTHER_PROCESS_SYSCALLS.values())
     for number in denied:
         rows += [(0x15, 0, 1, number), (0x06, 0, 0, SECCOMP_ERRNO | EPERM)]
     for number in no_ops:
         rows += [(0x15, 0, 1, number), (0x06, 0, 0, SECCOMP_ERRNO)]
+    for name, (numbers, index) in _SIGNAL_SYSCALLS.items():
+        own = (0, SELF_PID, SELF_GROUP) if name == "kill" else (SELF_PID,)
+        rows += _allow_only(numbers[column], index, own)
+    for numbers, index, commands in _REFUSED_COMMANDS.values():
+        rows += _refuse_values(numbers[column], index, commands)
     return rows + [(0x06, 0, 0, SECCOMP_ALLOW)]
 
 

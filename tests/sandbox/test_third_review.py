@@ -1,0 +1,175 @@
+"""The third review's classes (issue 32), one section each, in the order they were closed.
+Each test states the class-wide property the mechanism gives and attacks it the way a
+completion would; the level-0 ones run as an ordinary user (``setpriv``), like a learner's
+laptop, because as root the sandbox uses a separate uid and PID namespaces instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import warnings
+from pathlib import Path
+
+import pytest
+from sandbox_attacks import ADD_TESTS
+
+from grpo_core.sandbox import SandboxWarning, execute, run_tests
+from grpo_core.sandbox.execute import ChildRun
+from grpo_core.sandbox.zygote import Zygote, ZygoteError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CORRECT = "def add(a, b):\n    return a + b\n"
+ORDINARY_UID = 60199
+
+
+def run_as_ordinary_user(script: str, timeout: float = 120) -> dict:
+    """Run ``script`` (Python, printing one JSON line last) as an ordinary user with its own
+    copy of the package, the way a learner's laptop runs the sandbox (level 0)."""
+    python = shutil.which("python3", path="/usr/bin:/usr/local/bin")
+    if os.geteuid() != 0 or not shutil.which("setpriv") or python is None:
+        pytest.skip("needs root, setpriv and a system python3 to run as an ordinary user")
+    home = tempfile.mkdtemp(prefix="grpo-laptop-")
+    os.chmod(home, 0o777)
+    shutil.copytree(REPO_ROOT / "grpo_core", Path(home) / "lib" / "grpo_core",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for folder, _, files in os.walk(home):
+        os.chmod(folder, 0o755)
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o644)
+    try:
+        done = subprocess.run(
+            ["setpriv", f"--reuid={ORDINARY_UID}", f"--regid={ORDINARY_UID}", "--clear-groups",
+             python, "-W", "ignore", "-c", script],
+            env={"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home,
+                 "PYTHONPATH": os.path.join(home, "lib")},
+            capture_output=True, text=True, timeout=timeout, cwd=home)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+# ---------------------------------------------------------------- 7. signals without root
+
+SIGNALLER = '''
+import json, os, signal, time
+from concurrent.futures import ThreadPoolExecutor
+from grpo_core.sandbox import get_isolation, run_tests
+from grpo_core.sandbox.zygote import _zygotes
+received = []
+signal.signal(signal.SIGUSR1, lambda *args: received.append(1))
+add = "def add(a, b):\\n    return a + b\\n"
+tests = ["assert add(2, 3) == 5", "assert add(-1, 1) == 0"]
+with ThreadPoolExecutor(2) as pool:  # two warm slots, two zygotes
+    list(pool.map(lambda _: (run_tests(add, tests), time.sleep(0.2)), range(2)))
+zygotes = sorted(z.process.pid for z in _zygotes.values() if z.alive())
+attack = """
+import ctypes, fcntl, os, signal
+libc = ctypes.CDLL(None, use_errno=True)
+TRAINER, ZYGOTES = %d, %r
+def fail(result):
+    if result != 0:
+        raise OSError()
+def attempts():
+    done = []
+    tries = [("kill", lambda: os.kill(TRAINER, signal.SIGUSR1)),
+             ("kill -1", lambda: os.kill(-1, signal.SIGUSR1)),
+             ("killpg", lambda: os.killpg(os.getpgid(TRAINER), signal.SIGUSR1)),
+             ("tgkill", lambda: fail(libc.syscall(234, TRAINER, TRAINER, 10))),
+             ("sigqueue", lambda: fail(libc.syscall(129, TRAINER, 10, None))),
+             ("ptrace", lambda: fail(libc.ptrace(16, TRAINER, None, None)))]
+    for pid in ZYGOTES:
+        tries.append(("zygote", lambda pid=pid: os.kill(pid, signal.SIGKILL)))
+    r, w = os.pipe()
+    def sigio():
+        fcntl.fcntl(r, 10, signal.SIGUSR1)  # F_SETSIG
+        fcntl.fcntl(r, fcntl.F_SETOWN, TRAINER)
+        fcntl.fcntl(r, fcntl.F_SETFL, os.O_ASYNC)
+        os.write(w, b"x")
+    tries.append(("sigio", sigio))
+    for name, call in tries:
+        try:
+            call()
+            done.append(name)
+        except (OSError, ValueError):
+            pass
+    return done
+def add(a, b):
+    attempts()
+    return a + b
+""" % (os.getpid(), zygotes)
+jobs = [attack, add] * 4
+with ThreadPoolExecutor(2) as pool:
+    scores = list(pool.map(lambda code: run_tests(code, tests).fraction, jobs))
+reached = run_tests(attack, ["assert attempts() == []"])
+time.sleep(0.3)
+alive = [pid for pid in zygotes if os.path.exists("/proc/%d" % pid)]
+print(json.dumps({"level": get_isolation().level, "seccomp": get_isolation().seccomp,
+                  "scores": scores, "received": received, "zygotes": zygotes,
+                  "alive": alive, "nothing_reached": reached.fraction}))
+'''
+
+
+def test_without_root_a_completion_signals_nothing_but_itself():
+    """Level 0 has no PID namespace: the seccomp filter lets a completion signal only itself
+    (kill, tgkill, sigqueue, F_SETOWN/F_SETSIG's SIGIO) and reach into no other process
+    (ptrace), so neither the trainer nor another slot's zygote can be touched."""
+    facts = run_as_ordinary_user(SIGNALLER)
+    if not facts["seccomp"]:
+        pytest.skip("no seccomp here: the level-0 signal filter cannot be loaded")
+    assert facts["level"] == 0
+    assert facts["received"] == [], "the trainer received a signal"
+    assert facts["alive"] == facts["zygotes"] and len(facts["zygotes"]) == 2
+    assert facts["scores"] == [1.0] * 8  # the attack's own add is correct: nothing broke
+    assert facts["nothing_reached"] == 1.0
+
+
+def test_signals_to_itself_still_work():
+    code = ("import os, signal\nhits = []\nsignal.signal(signal.SIGUSR1, lambda *a: "
+            "hits.append(1))\ndef own():\n    os.kill(os.getpid(), signal.SIGUSR1)\n"
+            "    os.kill(0, signal.SIGUSR1)\n    signal.raise_signal(signal.SIGUSR1)\n"
+            "    return len(hits)\n")
+    assert run_tests(code, ["assert own() == 3"]).fraction == 1.0
+
+
+def test_a_dead_zygote_is_replaced_and_the_completion_still_scored():
+    assert run_tests(CORRECT, list(ADD_TESTS)).fraction == 1.0
+    from grpo_core.sandbox.zygote import _zygotes
+    for zygote in list(_zygotes.values()):
+        zygote.process.kill()
+        zygote.process.wait()
+    assert run_tests(CORRECT, list(ADD_TESTS)).fraction == 1.0
+
+
+def test_a_child_that_dies_before_running_anything_is_run_again(monkeypatch):
+    real, calls = execute.run_child, []
+
+    def dies_first(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:  # as if its zygote was killed before it wrote its first record
+            return ChildRun(b"", "eof", 9, 0.01)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr("grpo_core.sandbox.run_child", dies_first)
+    assert run_tests(CORRECT, list(ADD_TESTS)).fraction == 1.0 and len(calls) == 2
+
+
+def test_run_tests_never_raises_when_no_zygote_can_start(monkeypatch):
+    def broken(self, *args, **kwargs):
+        raise ZygoteError("the zygote is gone")
+
+    from grpo_core.sandbox import zygote as zygote_module
+    monkeypatch.setattr(Zygote, "spawn", broken)
+    monkeypatch.setattr(zygote_module, "_zygotes", {})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = run_tests(CORRECT, list(ADD_TESTS))
+    assert (result.passed, result.total, result.status) == (0, 3, "sandbox_error")
+    assert "could not start a child" in result.detail
+    assert any(issubclass(w.category, SandboxWarning) for w in caught)
+    monkeypatch.undo()
+    assert run_tests(CORRECT, list(ADD_TESTS)).fraction == 1.0
