@@ -8,7 +8,7 @@ step still does the AdamW update; the model does not change, so completion lengt
 work per step, stay the same from step to step).
 
 Two precisions, each given to both sides: the course's default on this device
-(``grpo_core.hardware.detect_precision``: bfloat16 autocast with float32 master weights where
+(``grpo_core.precision.detect_precision``: bfloat16 autocast with float32 master weights where
 the CPU has AMX/AVX512-BF16, TRL with ``bf16=True``; ours also samples from a bfloat16 copy)
 and float32 throughout. Each run is its own subprocess (so each peak memory is its own):
 one warm-up step, then ``--steps`` timed steps; the runs alternate ours, TRL, ours, TRL
@@ -141,21 +141,22 @@ def prompts() -> list[str]:
 def run_ours(steps: int, device: str, *, sizes: dict[str, int] = SIZES, precision=None,
              loader=load) -> dict:
     """Our loop: one warm-up step, then ``steps`` timed ones. ``precision``: a
-    ``grpo_core.hardware.Precision`` (None: float32); ``loader(device) -> (model, tokenizer)``."""
+    ``grpo_core.precision.Precision`` (None: float32); ``loader(device) -> (model, tokenizer)``."""
     from grpo_core.loop import TrainConfig, train
     from grpo_core.rewards import length_reward
 
     model, tokenizer = loader(device)
     generations: list[tuple[float, int]] = []
     timed_decode(generations)
-    from grpo_core.experiments import precision_settings
-    from grpo_core.hardware import float32_precision
+    from grpo_core.experiments import device_settings
+    from grpo_core.precision import apply_to_model, choose_precision, config_fields
 
-    precision = precision or float32_precision(device)
+    precision = precision or choose_precision(device, requested="float32")
+    apply_to_model(model, precision)
     sampling = precision.sampling_dtype
     config = TrainConfig(**sizes, max_steps=steps + 1, learning_rate=LR, loss_type="grpo",
                          beta=0.0, save_checkpoint=False, keep_samples=False,
-                         **precision_settings(device, precision))  # the course's settings
+                         **config_fields(precision), **device_settings(device))  # the course's
     result = train(model, tokenizer, prompts(), length_reward, config, progress=False)
     step_times = [r["step_time"] for r in result.metrics[1:]]
     phases = {key: statistics.median(r[key] for r in result.metrics[1:])
@@ -235,7 +236,7 @@ def summary(name: str, step_times: list[float], generations: list, device: str,
 def child(impl: str, steps: int, threads: int, device: str, precision_name: str) -> None:
     import torch
 
-    from grpo_core.hardware import detect_precision
+    from grpo_core.precision import detect_precision
 
     if threads:
         torch.set_num_threads(threads)
@@ -298,7 +299,7 @@ def main() -> int:
     if args.impl:
         child(args.impl, args.steps, args.threads, args.device, args.precision)
         return 0
-    from grpo_core.hardware import detect_precision
+    from grpo_core.precision import detect_precision
 
     default = detect_precision(args.device)
     print(f"one GRPO step: {PROMPTS_PER_STEP} prompts x k={GROUP}, {NEW_TOKENS} new tokens, "

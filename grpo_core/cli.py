@@ -33,10 +33,10 @@ from grpo_core.experiments import (
     PROBLEM_SOURCES,
     Experiment,
     build_config,
-    profile_precision,
 )
 from grpo_core.loop import RunResult, TrainConfig, train
-from grpo_core.profiles import Profile, get_profile
+from grpo_core.precision import precision_plan
+from grpo_core.profiles import PRECISION_CHOICES, PRECISION_ENV_VAR, Profile, get_profile
 from grpo_core.rollout import STOP_RULES
 from grpo_core.run_files import METRICS_FILE, eval_mean_keys, read_jsonl
 from grpo_core.scoring import RewardError
@@ -100,10 +100,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "of every weight; LoRA usually wants a ~10x larger --lr")
     parser.add_argument("--lora-targets", default=None,
                         help="comma-separated module names to adapt (default: all-linear)")
-    parser.add_argument("--precision", choices=["auto", "float32"], default=None,
-                        help="auto (the profile's default): bfloat16 autocast where the device "
-                             "has fast bfloat16 (a recent GPU, a CPU with AMX/AVX512-BF16); "
-                             "float32: float32 throughout")
+    parser.add_argument("--precision", choices=PRECISION_CHOICES, default=None,
+                        help="the precision plan, float32 master weights in each (default: "
+                             f"{PRECISION_ENV_VAR}, else the profile's): auto: what the device "
+                             "does best (bfloat16 autocast on a recent GPU or a CPU with "
+                             "AMX/AVX512-BF16, float16 with loss scaling on a T4); bfloat16, "
+                             "float16: that autocast, forced; float32: float32 throughout")
     parser.add_argument("--stop-at", choices=[*sorted(STOP_RULES), "none"], default=None,
                         help="where a completion ends besides EOS and max_new_tokens (default: "
                              "the experiment's; mbpp and hacking: code_block, where the first "
@@ -155,8 +157,8 @@ def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return overrides
 
 
-def fit_to_gpu(config: TrainConfig, model: Any, tokenizer: Any,
-               experiment: Experiment) -> TrainConfig:
+def fit_to_gpu(config: TrainConfig, model: Any, tokenizer: Any, experiment: Experiment,
+               profile: Profile) -> TrainConfig:
     """The micro-batch size and gradient checkpointing of ``grpo_core.hardware``'s memory plan
     for this GPU's memory, printed."""
     import torch
@@ -166,8 +168,8 @@ def fit_to_gpu(config: TrainConfig, model: Any, tokenizer: Any,
     plan = plan_for_model(model, tokenizer, [row["prompt"] for row in experiment.prompts],
                           torch.cuda.get_device_properties(0).total_memory,
                           batch_rows=config.batch_size, completion_tokens=config.max_new_tokens,
-                          beta=config.beta, lora_rank=config.lora_rank,
-                          lora_targets=config.lora_targets)
+                          beta=config.beta, precision=precision_plan(profile),
+                          lora_rank=config.lora_rank, lora_targets=config.lora_targets)
     print(f"memory plan: {plan.describe()}", flush=True)
     if not plan.fits:
         raise SystemExit(f"{PROG}: {plan.describe()}")
@@ -186,19 +188,17 @@ def run_experiment(args: argparse.Namespace) -> RunResult:
         torch.set_num_threads(args.threads)
     profile = get_profile(args.profile)
     if args.precision is not None:
-        profile = profile.with_overrides(precision=args.precision)
+        profile = profile.with_overrides(precision=args.precision, precision_reason="--precision")
     experiment = make_experiment(args.experiment, profile, args)
     config = build_config(profile, experiment, **config_overrides(args))
     out = Path(args.out or f"runs/{args.experiment}-{profile.name}")
-    model, tokenizer = load_policy(profile)
-    if config.autocast_dtype is not None:
-        model.float()  # master weights in float32; autocast runs the matmuls in bf16/fp16
+    model, tokenizer = load_policy(profile)  # the precision plan's float32 master weights
     if profile.device == "cuda" and config.micro_batch_size is None:
-        config = fit_to_gpu(config, model, tokenizer, experiment)
+        config = fit_to_gpu(config, model, tokenizer, experiment, profile)
     plot = LivePlot(every=args.plot_every, path=out / "curves.png", title=experiment.title,
                     targets=experiment.targets, show=False)
     extra = {"experiment": experiment.name, "profile": profile.name, "model_id": profile.model_id,
-             "precision": profile_precision(profile).reason,
+             "precision": precision_plan(profile).reason,
              "negate": args.negate, **experiment.notes,
              "command": " ".join([PROG, *sys.argv[1:]])}
     try:

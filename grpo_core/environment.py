@@ -44,6 +44,7 @@ def in_colab() -> bool:
 
 def environment_report(profile_name: str | None = None) -> str:
     """A short multi-line report: Python, package versions, the profile and why, the device."""
+    from grpo_core.precision import precision_plan
     from grpo_core.profiles import cuda_available, get_profile
 
     venv = "a virtual environment" if sys.prefix != sys.base_prefix else "no virtual environment"
@@ -60,9 +61,12 @@ def environment_report(profile_name: str | None = None) -> str:
 
         device += f" ({torch.cuda.get_device_name(0)})"
     lines.append(f"device        {device}")
-    from grpo_core.hardware import detect_precision
-
-    lines.append(f"precision     {detect_precision(profile.device if cuda else 'cpu').reason}")
+    if profile.device == "cuda" and not cuda:
+        lines.append("precision     none: the profile needs a CUDA device and torch sees none")
+    else:
+        plan = precision_plan(profile)
+        lines.append(f"precision     {plan.describe()}")
+        lines.append(f"              ({plan.reason})")
     lines.append(f"colab         {in_colab()}")
     return "\n".join(lines)
 

@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_core.evaluation import Evaluator
-from grpo_core.hardware import Precision, detect_precision, float32_precision
 from grpo_core.loop import TrainConfig
 from grpo_core.profiles import Profile
 from grpo_core.rewards import LENGTH_TARGET, RewardFn
@@ -383,41 +382,15 @@ EXPERIMENTS: dict[str, Callable[..., Experiment]] = {
 }
 
 
-def profile_precision(profile: Profile) -> Precision:
-    """The profile's precision: float32 when it asks for it, else what the device does best."""
-    if profile.precision == "float32":
-        return float32_precision(profile.device)
-    if profile.precision != "auto":
-        raise ValueError(f"precision must be 'auto' or 'float32', got {profile.precision!r}")
-    return detect_precision(profile.device)
+def device_settings(device: str) -> dict[str, Any]:
+    """The ``TrainConfig`` fields the device decides beyond precision: on a CPU, eager attention
+    for the log-prob passes, measured faster there than SDPA's flash kernel (README, "Where the
+    time goes")."""
+    return {"attn_implementation": "eager"} if device == "cpu" else {}
 
 
-def precision_settings(device: str, precision: Precision) -> dict[str, Any]:
-    """The ``TrainConfig`` fields that ``precision`` and the device decide: autocast, loss
-    scaling, the sampling copy's dtype, and (on a CPU) eager attention for the log-prob passes,
-    measured faster there than SDPA's flash kernel (README, "Where the time goes")."""
-    settings: dict[str, Any] = {}
-    if precision.autocast is not None:
-        settings["autocast_dtype"] = precision.autocast
-        settings["loss_scaling"] = precision.loss_scaling
-    if precision.sampling_dtype is not None:
-        settings["sampling_dtype"] = precision.sampling_dtype
-    if device == "cpu":
-        settings["attn_implementation"] = "eager"
-    return settings
-
-
-def build_config(profile: Profile, experiment: Experiment, *, precision: Precision | None = None,
-                 **overrides: Any) -> TrainConfig:
-    """Profile sizes, then the experiment's settings, then ``overrides`` (TrainConfig fields).
-
-    The precision comes from the profile (:func:`profile_precision`), or ``precision``: on a
-    GPU the weights stay float32 and the loop autocasts to bfloat16, or to float16 with loss
-    scaling where the GPU has no bfloat16 tensor cores (a T4); on a CPU with bfloat16 matrix
-    instructions it autocasts to bfloat16 and samples from a bfloat16 copy of the policy
-    (:func:`precision_settings`).
-    """
-    precision = precision or profile_precision(profile)
-    settings = {**precision_settings(profile.device, precision), **experiment.overrides,
-                **overrides}
+def build_config(profile: Profile, experiment: Experiment, **overrides: Any) -> TrainConfig:
+    """Profile sizes and precision plan (``TrainConfig.from_profile``), the device's settings,
+    then the experiment's settings, then ``overrides`` (TrainConfig fields)."""
+    settings = {**device_settings(profile.device), **experiment.overrides, **overrides}
     return TrainConfig.from_profile(profile, **settings)

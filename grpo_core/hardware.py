@@ -1,31 +1,22 @@
-"""What the GPU can do: the precision to train in, and a memory plan that fits the GPU.
-
-Colab's free GPU is a T4 (16 GB, compute capability 7.5): it has float16 tensor cores but no
-bfloat16 ones, so the lecture's bfloat16 recipe is slow or unsupported there. The ``gpu``
-profile therefore chooses from the device (:func:`choose_precision`):
-
-- compute capability >= 8.0 (A100, L4, H100...): float32 master weights, bfloat16 autocast;
-- 7.0 <= capability < 8.0 (T4, V100): float32 master weights, float16 autocast and loss
-  scaling (``torch.amp.GradScaler``: float16's small range underflows small gradients);
-- older GPUs: float32 throughout;
-- a CPU with bfloat16 matrix units (AMX or AVX512-BF16, which torch's CPU kernels use): float32
-  master weights, bfloat16 autocast for the forward and backward passes, and rollouts sampled
-  from a bfloat16 copy of the policy (decoding reads every weight once per token, so half
-  the bytes is close to half the time); other CPUs: float32 throughout.
+"""What a GPU can hold: a memory plan that fits one GRPO step on the device.
 
 :func:`memory_plan` adds up what one GRPO step holds on the GPU (weights, gradients, AdamW's
 two moments, a reference model when beta > 0, the activations and logits of one micro-batch)
 and picks the largest micro-batch that fits, turning on gradient checkpointing only when even
 one row does not fit otherwise. The figures are estimates from the model's shape (stated in
 :class:`MemoryPlan`), not measurements; ``tools/gpu_check.sh`` measures the peak on a device.
+The precision (float32 master weights, bfloat16 or float16 autocast) is decided in
+``grpo_core.precision``.
 
-Imports torch only inside :func:`detect_precision` and :func:`cpu_has_bf16`; everything else is arithmetic.
+Imports torch only inside :func:`lora_parameters`; everything else is arithmetic.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from grpo_core.precision import Precision
 
 GIB = 1024**3
 # usable fraction of the GPU's memory (the CUDA context, the allocator's fragmentation)
@@ -36,81 +27,6 @@ ACTIVATION_SLACK = 1.5
 # per completion token and vocabulary entry: the logits (2 bytes), their float32 log-softmax
 # (4) and its gradient (4)
 LOGIT_BYTES = 10
-
-
-@dataclass(frozen=True)
-class Precision:
-    """How to train on a device.
-
-    Attributes:
-        load_dtype: the dtype the weights are loaded in (then kept as float32 master weights
-            when ``autocast`` is set).
-        autocast: the autocast dtype of the matmuls, or None (float32 throughout).
-        loss_scaling: scale the loss (float16 only), so small gradients do not underflow.
-        reason: one sentence for notebook 00.
-        sampling_dtype: sample rollouts from a copy of the policy in this dtype, refreshed
-            after every update (``TrainConfig.sampling_dtype``); None samples from the policy.
-    """
-
-    load_dtype: str
-    autocast: str | None
-    loss_scaling: bool
-    reason: str
-    sampling_dtype: str | None = None
-
-
-FLOAT32 = "float32"
-
-
-def choose_precision(device: str, *, capability: tuple[int, int] | None = None,
-                     bf16_supported: bool = False, name: str = "the GPU") -> Precision:
-    """The precision for ``device`` (``"cuda"`` or ``"cpu"``) and, on CUDA, its compute
-    capability. ``bf16_supported``: torch reports bfloat16 support (CUDA), or the CPU has
-    bfloat16 matrix instructions (AMX or AVX512-BF16)."""
-    if device != "cuda":
-        if bf16_supported:
-            return Precision(FLOAT32, "bfloat16", False,
-                             "bfloat16 autocast, float32 master weights, rollouts from a bfloat16 "
-                             "copy: this CPU has bfloat16 matrix instructions (AMX/AVX512-BF16)",
-                             sampling_dtype="bfloat16")
-        return Precision(FLOAT32, None, False,
-                         "float32: this CPU has no bfloat16 matrix instructions")
-    major, minor = capability or (0, 0)
-    where = f"{name} (compute capability {major}.{minor})"
-    if bf16_supported and major >= 8:
-        return Precision("bfloat16", "bfloat16", False,
-                         f"bfloat16 autocast, float32 master weights: {where} has bfloat16 "
-                         "tensor cores")
-    if major >= 7:
-        return Precision("float16", "float16", True,
-                         f"float16 autocast with loss scaling, float32 master weights: {where} "
-                         "has float16 but no bfloat16 tensor cores")
-    return Precision(FLOAT32, None, False,
-                     f"float32: {where} has no fast half-precision matmuls")
-
-
-def float32_precision(device: str) -> Precision:
-    """float32 throughout, whatever the device could do (``--precision float32``)."""
-    return Precision(FLOAT32, None, False, f"float32 throughout on {device} (asked for)")
-
-
-def cpu_has_bf16() -> bool:
-    """True when torch's CPU kernels can use bfloat16 matrix instructions (AMX or AVX512-BF16)."""
-    import torch
-
-    probes = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
-    return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
-
-
-def detect_precision(device: str) -> Precision:
-    """:func:`choose_precision` for the current CUDA device, or for this CPU."""
-    if device != "cuda":
-        return choose_precision(device, bf16_supported=cpu_has_bf16())
-    import torch
-
-    return choose_precision(
-        "cuda", capability=torch.cuda.get_device_capability(),
-        bf16_supported=torch.cuda.is_bf16_supported(), name=torch.cuda.get_device_name())
 
 
 @dataclass(frozen=True)

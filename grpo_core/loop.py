@@ -39,6 +39,7 @@ from grpo_core.advantages import SCALES, flat_groups, group_advantages
 from grpo_core.logprobs import token_logprobs
 from grpo_core.lora import adapter_disabled, add_lora, has_adapter, load_adapter_weights
 from grpo_core.loss import LOSS_TYPES, grpo_loss, masked_mean
+from grpo_core.precision import HALF_DTYPES, config_fields, precision_plan
 from grpo_core.profiles import Profile
 from grpo_core.rewards import RewardFn
 from grpo_core.rollout import Rollout, chat_prompt, sample_group, stop_rule
@@ -60,7 +61,6 @@ if TYPE_CHECKING:
 Callback = Callable[[dict[str, Any]], Any]
 CHECKPOINT_DIR = "checkpoint"
 STATE_FILE = "trainer_state.json"
-HALF_DTYPES = ("bfloat16", "float16")
 
 
 @dataclass
@@ -166,10 +166,14 @@ class TrainConfig:
 
     @classmethod
     def from_profile(cls, profile: Profile, **overrides: Any) -> TrainConfig:
-        """Sizes, sampling settings, steps, learning rate and seed from ``profile``."""
+        """Sizes, sampling settings, steps, learning rate and seed from ``profile``, and the
+        precision plan's autocast, loss scaling and sampling copy
+        (``grpo_core.precision.precision_plan``: the same plan ``load_policy`` applies to the
+        model), then ``overrides``."""
         names = ("group_size", "prompts_per_step", "max_new_tokens", "temperature", "top_p",
                  "max_steps", "learning_rate", "seed", "enable_thinking")
         values = {name: getattr(profile, name) for name in names}
+        values.update(config_fields(precision_plan(profile)))
         values.update(overrides)
         return cls(**values)
 
@@ -842,6 +846,7 @@ def _start(model, tokenizer, prompts, reward_funcs, config, reward_weights) -> _
         if config.lora_rank:  # frozen embeddings: give the checkpointed blocks a grad path
             model.enable_input_require_grads()
     params = [p for p in model.parameters() if p.requires_grad]
+    _require_float32_master_weights(params)
     optimizer = make_optimizer(params, config)
     scaler = None
     if config.loss_scaling:
@@ -849,6 +854,21 @@ def _start(model, tokenizer, prompts, reward_funcs, config, reward_weights) -> _
     return _Run(model, tokenizer, config, rows, funcs, weights, optimizer, params,
                 make_reference(model, config.beta), scaler=scaler,
                 sampler=make_sampler(model, config.sampling_dtype))
+
+
+def _require_float32_master_weights(params: list[Tensor]) -> None:
+    """Refuse to train half-precision weights: an AdamW step of a small learning rate is below
+    bfloat16's spacing (about 1e-4 near a weight of 0.02) and rounds away, and float16
+    without a float32 copy loses small gradients too. Autocast gives the speed of half
+    precision with float32 master weights (``grpo_core.precision``)."""
+    half = sorted({str(p.dtype).removeprefix("torch.") for p in params
+                   if p.dtype in (torch.bfloat16, torch.float16)})
+    if half:
+        raise ValueError(
+            f"the trainable weights are {', '.join(half)}: train float32 master weights "
+            "(load_policy(profile) gives them; grpo_core.precision.apply_to_model(model, plan) "
+            "casts a model you loaded yourself) and set TrainConfig.autocast_dtype for "
+            "half-precision matmuls")
 
 
 def _steps(run: _Run, result: RunResult, log: MetricsLog, samples: SamplesLog, callbacks,

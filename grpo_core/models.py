@@ -25,6 +25,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from grpo_core.precision import LOAD_DTYPE, apply_to_model, precision_plan
 from grpo_core.profiles import (
     OFFLINE_MODEL_PACKAGE,
     OFFLINE_MODEL_PACKAGE_VERSION,
@@ -173,16 +174,16 @@ def _load_converted(folder: Path, dtype: str) -> tuple[PreTrainedModel, PreTrain
     return model, tokenizer
 
 
-def _load_offline(profile: Profile) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def _load_offline(dtype: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     folder = ensure_offline_model()
     try:
-        return _load_converted(folder, profile.dtype)
+        return _load_converted(folder, dtype)
     except Exception as error:  # any failure to read the cache (safetensors raises its own type)
         warnings.warn(
             f"loading the cached model from {folder} failed ({error}); rebuilding the cache",
             stacklevel=2,
         )
-        return _load_converted(ensure_offline_model(rebuild=True), profile.dtype)
+        return _load_converted(ensure_offline_model(rebuild=True), dtype)
 
 
 def hub_reachable(model_id: str, timeout_s: float = 3.0) -> bool:
@@ -198,19 +199,14 @@ def hub_reachable(model_id: str, timeout_s: float = 3.0) -> bool:
     return True
 
 
-def _load_from_hub(profile: Profile) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def _load_from_hub(profile: Profile,
+                   dtype: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    if profile.device == "cuda" and not cuda_available():
-        raise ProfileError(
-            f"the {profile.name!r} profile needs a CUDA GPU and torch sees none. "
-            "On a laptop use the offline model instead: GRPO_PROFILE=cpu "
-            "(or get_profile('cpu'))."
-        )
     try:  # a copy already in the Hugging Face cache works offline
         tokenizer = AutoTokenizer.from_pretrained(profile.model_id, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(
-            profile.model_id, dtype=profile.dtype, local_files_only=True
+            profile.model_id, dtype=dtype, local_files_only=True
         )
         return model, tokenizer
     except OSError:
@@ -223,7 +219,7 @@ def _load_from_hub(profile: Profile) -> tuple[PreTrainedModel, PreTrainedTokeniz
             "GRPO_PROFILE=cpu."
         )
     tokenizer = AutoTokenizer.from_pretrained(profile.model_id)
-    model = AutoModelForCausalLM.from_pretrained(profile.model_id, dtype=profile.dtype)
+    model = AutoModelForCausalLM.from_pretrained(profile.model_id, dtype=dtype)
     return model, tokenizer
 
 
@@ -248,8 +244,10 @@ def load_policy(
         profile: a :class:`Profile`, a profile name, or None for ``GRPO_PROFILE`` / the default.
 
     Returns:
-        ``(model, tokenizer)``: the model on the profile's device in eval mode, and a
-        tokenizer set up for left-padded batched generation.
+        ``(model, tokenizer)``: the model on the profile's device in eval mode, its weights
+        the precision plan's float32 master weights (``grpo_core.precision``; the plan's
+        autocast reaches the loop through ``TrainConfig.from_profile``), and a tokenizer set
+        up for left-padded batched generation.
 
     Raises:
         ProfileError: unknown profile, no CUDA for ``gpu``, no network for the Hub download.
@@ -258,10 +256,17 @@ def load_policy(
     """
     if not isinstance(profile, Profile):
         profile = get_profile(profile)
+    if profile.device == "cuda" and not cuda_available():
+        raise ProfileError(
+            f"the {profile.name!r} profile needs a CUDA GPU and torch sees none. "
+            "On a laptop use the offline model instead: GRPO_PROFILE=cpu "
+            "(or get_profile('cpu'))."
+        )
     if profile.model_source == "package":
-        model, tokenizer = _load_offline(profile)
+        model, tokenizer = _load_offline(LOAD_DTYPE)
     else:
-        model, tokenizer = _load_from_hub(profile)
+        model, tokenizer = _load_from_hub(profile, LOAD_DTYPE)
+    apply_to_model(model, precision_plan(profile))
     model.to(profile.device)
     model.eval()
     return model, prepare_tokenizer(tokenizer)

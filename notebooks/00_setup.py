@@ -82,7 +82,7 @@ import pandas as pd
 
 from grpo_core.profiles import PROFILE_NAMES, get_profile
 
-fields = ["model_id", "device", "dtype", "group_size", "prompts_per_step", "max_new_tokens", "max_steps"]
+fields = ["model_id", "device", "precision", "group_size", "prompts_per_step", "max_new_tokens", "max_steps"]
 table = pd.DataFrame({name: asdict(get_profile(name)) for name in PROFILE_NAMES}).loc[fields]
 print(table.to_string())
 
@@ -113,6 +113,67 @@ n_params = sum(p.numel() for p in model.parameters())
 print(f"loaded {profile.model_id} in {time.perf_counter() - start:.1f} s")
 print(f"{n_params / 1e6:.1f} M parameters, dtype {model.dtype}, device {model.device}")
 print(f"padding side: {tokenizer.padding_side}, pad token: {tokenizer.pad_token!r}")
+
+# %% [markdown]
+# ## The precision plan
+#
+# The weights are always **float32**. Half precision (bfloat16 or float16) is what makes
+# matrix multiplications fast on a GPU or on a CPU with bfloat16 instructions, but it is a
+# bad place to *keep* weights that are being trained. bfloat16 keeps 8 significant bits: next
+# to a weight of 0.02 the nearest other bfloat16 number is about $10^{-4}$ away, so an
+# optimizer step of $10^{-6}$ (the `gpu` profile's learning rate) rounds back to the same
+# weight and nothing is learned:
+
+# %%
+weight, update = torch.tensor(0.02), 1e-6
+for dtype in (torch.float32, torch.bfloat16):
+    stored = weight.to(dtype)
+    print(f"{str(dtype):>15}: {stored.item():.8f} + {update:g} -> {(stored + update).item():.8f}, "
+          f"changed: {bool(stored + update != stored)}")
+
+# %% [markdown]
+# So the course trains float32 **master weights** and runs the forward and backward passes
+# under **autocast**, which does the matmuls in half precision. One function,
+# `precision_plan(profile)`, decides the plan from the device and what was asked for, and
+# every caller applies the same plan: `load_policy` gives the float32 weights,
+# `TrainConfig.from_profile` the autocast, the command line and the TRL notebook take both
+# from it. Its parts:
+#
+# | part | what it does |
+# |---|---|
+# | autocast | the dtype of the matmuls (bfloat16, float16, or off) |
+# | loss scaling | with float16 only: float16's small range would flush small gradients to zero, so the loss is multiplied up before `backward` and the gradients divided back (`torch.amp.GradScaler`) |
+# | sampling copy | on a CPU with bfloat16 instructions, rollouts come from a bfloat16 copy of the policy: decoding reads every weight once per token, so half the bytes is close to half the time |
+#
+# Force another plan with the environment variable `GRPO_PRECISION` (`auto`, `bfloat16`,
+# `float16`, `float32`) before starting Jupyter, or `--precision` on the command line. This
+# machine's plan, and why:
+
+# %%
+from grpo_core.precision import choose_precision, precision_plan
+
+plan = precision_plan(profile)
+print(plan.describe())
+print("why:", plan.reason)
+
+# %% [markdown]
+# What `auto` picks on other machines (the same function, told what the device can do):
+
+# %%
+# NBVAL_CHECK_OUTPUT
+devices = {  # name: (device, compute capability, bfloat16 support)
+    "CPU without bfloat16 instructions (most laptops)": ("cpu", None, False),
+    "CPU with AMX or AVX512-BF16": ("cpu", None, True),
+    "T4 (Colab's free GPU)": ("cuda", (7, 5), False),
+    "L4": ("cuda", (8, 9), True),
+    "A100 / H100": ("cuda", (8, 0), True),
+}
+plans = {name: choose_precision(device, capability=capability, bf16_supported=bf16, name=name)
+         for name, (device, capability, bf16) in devices.items()}
+print(pd.DataFrame({name: {"autocast": plan.autocast or "off",
+                           "loss scaling": plan.loss_scaling,
+                           "sampling copy": plan.sampling_dtype or "the policy"}
+                    for name, plan in plans.items()}).T.to_string())
 
 # %% [markdown]
 # ## One sampled completion

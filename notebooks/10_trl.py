@@ -109,7 +109,7 @@ rows = [(theirs, trl_defaults[theirs], getattr(ours, mine), PAPER.get(theirs, ""
         for mine, theirs in OURS_TO_TRL.items()]
 rows += [(name, trl_defaults[name], value, "")
          for name, value in [("lr_scheduler_type", "constant"), ("logging_steps", 1),
-                             ("bf16", "profile.dtype"), ("gradient_checkpointing", False)]]
+                             ("bf16", "the precision plan"), ("gradient_checkpointing", False)]]
 table = pd.DataFrame(
     [(name, str(theirs), str(mine), str(paper), "<--" if str(theirs) != str(mine) else "")
      for name, theirs, mine, paper in rows],
@@ -192,26 +192,29 @@ for loss_type in ("grpo", "dapo"):
 from datasets import Dataset
 
 from grpo_core.models import load_policy
+from grpo_core.precision import precision_plan
 from grpo_core.profiles import get_profile
 from grpo_core.rewards import length_reward
 from grpo_core.run_files import EXP1_PROMPTS, read_jsonl
 
 profile = get_profile()
-model, tokenizer = load_policy(profile)
-if profile.dtype != "float32":  # an AdamW step of 1e-6 vanishes in bfloat16 weights:
-    model = model.float()  # keep float32 weights and let bf16=True compute in bfloat16
+precision = precision_plan(profile)  # the plan our loop uses too (notebook 00)
+model, tokenizer = load_policy(profile)  # float32 master weights, whatever the device
 prompts = read_jsonl(EXP1_PROMPTS)
 dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": row["prompt"]}]}
                              for row in prompts])
 print(f"profile {profile.name}: {profile.model_id}, {profile.prompts_per_step} prompts x "
       f"{profile.group_size} completions per step, {profile.max_new_tokens} new tokens")
+print(f"precision: {precision.describe()}")
 print(f"{len(dataset)} prompts, e.g. {dataset[0]['prompt']}")
 
 # %% [markdown]
 # Every setting from the table above is written out, so that the run means the same as our
-# loop's whatever TRL's defaults become. The sizes come from the profile. Three settings only
-# make TRL run here: `bf16=False` and `use_cpu=True` on a CPU (TRL otherwise refuses to start),
-# and `processing_class=tokenizer` because we pass a model *object*, not a Hub name (TRL would
+# loop's whatever TRL's defaults become. The sizes come from the profile, the precision from
+# the same plan our loop follows (`bf16`/`fp16`: autocast over float32 weights, or neither in
+# float32). Two settings only make TRL run here: `use_cpu=True` on a CPU (with its default
+# `bf16=True` and no GPU, TRL refuses to start unless told it is on a CPU), and
+# `processing_class=tokenizer` because we pass a model *object*, not a Hub name (TRL would
 # otherwise load a tokenizer again from wherever the model's config says the model came from;
 # for a model built in memory that is nowhere, and it fails).
 #
@@ -254,7 +257,10 @@ config = GRPOConfig(
     max_grad_norm=1.0,
     seed=profile.seed,
     # the machine and the logs
-    bf16=not on_cpu and torch.cuda.is_bf16_supported(),  # TRL: True, which fails on a CPU
+    # the course's precision plan: autocast over the float32 weights (fp16 brings TRL's loss
+    # scaling); TRL's default bf16=True would autocast to bfloat16 even where that is slow
+    bf16=precision.autocast == "bfloat16",
+    fp16=precision.autocast == "float16",
     use_cpu=on_cpu,
     activation_checkpointing=False,  # TRL: on
     logging_steps=1,  # TRL: 10

@@ -328,7 +328,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError as error:
         raise SetupError(f"TRL is not installed ({error}); pip install -e . (from the course's folder)") from None
 
+    from grpo_core.precision import precision_plan
+
     on_cpu = profile.device == "cpu"
+    # the course's precision plan, given to TRL: float32 master weights (an AdamW step of 1e-6
+    # is lost in bfloat16 weights, whose spacing near 0.02 is about 1e-4) and its autocast as
+    # TRL's bf16/fp16 flags (fp16 brings TRL's own loss scaling)
+    precision = precision_plan(profile)
     if profile.model_source == "package":  # the offline model object and its tokenizer
         from grpo_core.models import load_policy
 
@@ -337,9 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         model_init_kwargs = None
     else:  # a Hub id: TRL loads it, which is what DeepSpeed ZeRO-3 and FSDP need
         model, tokenizer = profile.model_id, None
-        # float32 weights, bfloat16 compute (bf16=True): an AdamW step of 1e-6 is lost in
-        # bfloat16 weights, whose spacing near 0.02 is about 1e-4
-        model_init_kwargs = {"dtype": "float32"}
+        model_init_kwargs = {"dtype": precision.load_dtype}
 
     config = GRPOConfig(
         output_dir=str(out),
@@ -362,7 +366,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         epsilon=0.2,
         scale_rewards="group",
         seed=args.seed,
-        bf16=not on_cpu and torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
+        bf16=precision.autocast == "bfloat16",
+        fp16=precision.autocast == "float16",
         use_cpu=on_cpu,
         ddp_backend="gloo" if on_cpu and processes > 1 else None,
         ddp_find_unused_parameters=False,  # every parameter gets a gradient; skip the search

@@ -1,5 +1,5 @@
-"""The gpu profile's choices on CPU: precision per kind of device (capability mocked), the
-memory plan, and the Qwen3 code path on a tiny Qwen3 built from a config (random weights)."""
+"""The gpu profile's memory plan, and the Qwen3 code path on a tiny Qwen3 built from a config
+(random weights). The precision plan per kind of device is tests/test_precision.py's."""
 
 from __future__ import annotations
 
@@ -9,87 +9,10 @@ import pytest
 import torch
 
 from grpo_core import hardware, profiles
-from grpo_core.experiments import build_config, length_experiment
-from grpo_core.hardware import (
-    GIB,
-    QWEN3_0_6B,
-    choose_precision,
-    memory_plan,
-    memory_table,
-    plan_for_model,
-)
+from grpo_core.hardware import GIB, QWEN3_0_6B, memory_plan, memory_table, plan_for_model
+from grpo_core.precision import choose_precision
 
-DEVICES = {  # name: (compute capability, torch's is_bf16_supported)
-    "Tesla T4": ((7, 5), False),
-    "Tesla V100": ((7, 0), False),
-    "NVIDIA L4": ((8, 9), True),
-    "NVIDIA A100-SXM4-80GB": ((8, 0), True),
-    "NVIDIA H100 80GB HBM3": ((9, 0), True),
-    "Tesla P100": ((6, 0), False),
-}
-EXPECTED = {"Tesla T4": "float16", "Tesla V100": "float16", "NVIDIA L4": "bfloat16",
-            "NVIDIA A100-SXM4-80GB": "bfloat16", "NVIDIA H100 80GB HBM3": "bfloat16",
-            "Tesla P100": None}
 SETTINGS = {"batch_rows": 64, "prompt_tokens": 160, "completion_tokens": 256}
-
-
-@pytest.fixture
-def fake_gpu(monkeypatch):
-    """Make torch (and the profiles) see one CUDA device of the given kind."""
-    def install(name):
-        capability, bf16 = DEVICES[name]
-        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: capability)
-        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16)
-        monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: name)
-    return install
-
-
-@pytest.mark.parametrize("name", DEVICES)
-def test_the_gpu_profile_chooses_its_precision_from_the_device(name, fake_gpu):
-    fake_gpu(name)
-    precision = hardware.detect_precision("cuda")
-    assert precision.autocast == EXPECTED[name]
-    assert precision.loss_scaling == (EXPECTED[name] == "float16")
-    assert name in precision.reason and f"{DEVICES[name][0][0]}.{DEVICES[name][0][1]}" in precision.reason
-    profile = profiles.get_profile("gpu")
-    assert profile.dtype == (EXPECTED[name] or "float32")
-    config = build_config(profile, length_experiment(profile))
-    assert config.autocast_dtype == EXPECTED[name]
-    assert config.loss_scaling == (EXPECTED[name] == "float16")
-
-
-def test_a_cpu_without_bf16_keeps_float32():
-    precision = choose_precision("cpu")
-    assert (precision.load_dtype, precision.autocast, precision.loss_scaling,
-            precision.sampling_dtype) == ("float32", None, False, None)
-
-
-def test_a_cpu_with_bf16_autocasts_and_samples_from_a_bf16_copy():
-    precision = choose_precision("cpu", bf16_supported=True)
-    assert (precision.load_dtype, precision.autocast, precision.loss_scaling,
-            precision.sampling_dtype) == ("float32", "bfloat16", False, "bfloat16")
-    assert "AMX" in precision.reason
-
-
-@pytest.mark.parametrize("has_bf16", [True, False])
-def test_the_cpu_profile_takes_the_cpus_precision_and_smoke_stays_float32(monkeypatch, has_bf16):
-    monkeypatch.setattr(hardware, "cpu_has_bf16", lambda: has_bf16)
-    cpu = profiles.get_profile("cpu")
-    config = build_config(cpu, length_experiment(cpu))
-    assert config.autocast_dtype == config.sampling_dtype == ("bfloat16" if has_bf16 else None)
-    assert config.attn_implementation == "eager"  # faster backward on a CPU, either precision
-    smoke = profiles.get_profile("smoke")
-    config = build_config(smoke, length_experiment(smoke))
-    assert (config.autocast_dtype, config.sampling_dtype) == (None, None)
-    forced = build_config(cpu.with_overrides(precision="float32"), length_experiment(cpu))
-    assert (forced.autocast_dtype, forced.sampling_dtype) == (None, None)
-
-
-def test_an_unknown_profile_precision_is_refused():
-    cpu = profiles.get_profile("cpu").with_overrides(precision="float8")
-    with pytest.raises(ValueError, match="'auto' or 'float32'"):
-        build_config(cpu, length_experiment(cpu))
 
 
 def test_memory_plan_for_qwen3_on_t4_l4_and_a100():
@@ -152,22 +75,21 @@ def test_the_qwen3_path_trains_a_step(tiny_qwen3_dir, precision):
     from grpo_core.rewards import length_reward
     from grpo_core.rollout import chat_prompt
 
-    profile = profiles.get_profile("gpu").with_overrides(model_id=str(tiny_qwen3_dir),
-                                                         device="cpu")
+    profile = profiles.get_profile("gpu", precision=precision).with_overrides(
+        model_id=str(tiny_qwen3_dir), device="cpu")
     model, tokenizer = load_policy(profile)
-    assert type(model).__name__ == "Qwen3ForCausalLM" and model.dtype == torch.bfloat16
+    assert type(model).__name__ == "Qwen3ForCausalLM" and model.dtype == torch.float32
     prompt = chat_prompt(tokenizer, "Say hi.", enable_thinking=profile.enable_thinking)
     assert prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")  # thinking off
     plan = plan_for_model(model, tokenizer, ["Say hi."], 1 * GIB, batch_rows=4,
                           completion_tokens=8)
     assert plan.fits and plan.micro_batch_size == 4
-    model.float()  # float32 master weights, as the command line does under autocast
     before = [p.detach().clone() for p in model.parameters()]
     scaling = precision == "float16"
     config = TrainConfig.from_profile(profile, group_size=2, prompts_per_step=2, max_steps=1,
                                       max_new_tokens=8, learning_rate=1e-2, save_checkpoint=False,
-                                      autocast_dtype=precision, loss_scaling=scaling,
                                       gradient_checkpointing=True)
+    assert (config.autocast_dtype, config.loss_scaling) == (precision, scaling)
     result = train(model, tokenizer, ["Say hi.", "Name a colour."], length_reward, config,
                    progress=False)
     record = result.metrics[0]

@@ -180,3 +180,30 @@ print("exit", main(["length", "--profile", "smoke", "--steps", "1", "--no-checkp
     assert "exit 0" in out.stdout
     steps = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
     assert len(steps) == 1 and json.loads(steps[0])["step"] == 1
+
+
+# Standard-library modules that Python 3.12 and 3.13 removed (PEP 594's dead batteries,
+# distutils, imp, asynchat/asyncore/smtpd): Colab runs Python 3.13, which this machine cannot
+# install, so the course's own code is kept free of them by reading its imports.
+REMOVED_BY_3_13 = frozenset(
+    "aifc asynchat asyncore audioop cgi cgitb chunk crypt distutils imghdr imp lib2to3 mailcap "
+    "msilib nis nntplib ossaudiodev pipes smtpd sndhdr spwd sunau telnetlib uu xdrlib".split())
+
+
+def test_no_code_imports_a_module_python_3_13_removed():
+    import ast
+
+    root = Path(__file__).resolve().parent.parent
+    files = [p for folder in ("grpo_core", "tools", "scripts", "benchmarks", "tests", "notebooks",
+                              "solutions")
+             for p in (root / folder).rglob("*.py")]
+    assert len(files) > 50
+    found = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import) else
+                     [node.module] if isinstance(node, ast.ImportFrom) and node.module
+                     and not node.level else [])
+            found += [f"{path.relative_to(root)}: {name}" for name in names
+                      if name.split(".")[0] in REMOVED_BY_3_13]
+    assert not found, f"imports of modules Python 3.13 removed: {found}"

@@ -1,7 +1,8 @@
 """The course's GPU check: one short run on a GPU machine that has the working tree but no Hub.
 
-Measures, in the ``gpu`` profile's precision (``grpo_core.hardware.detect_precision``) and its
-sizes (8 prompts x k = 8, 256 new tokens):
+Measures, in the ``gpu`` profile's precision plan (``grpo_core.precision.precision_plan``:
+float32 master weights, bfloat16 autocast, or float16 with loss scaling on a T4;
+``GRPO_PRECISION`` forces another) and its sizes (8 prompts x k = 8, 256 new tokens):
 
 - one GRPO step of our loop and of TRL's ``GRPOTrainer`` (median of ``--steps`` after one
   warm-up), rollout tokens/s for each, and the peak GPU memory of each;
@@ -33,26 +34,29 @@ sys.path.insert(0, str(ROOT))
 CARRIED = ROOT / ".gpu_check" / "smollm2"
 
 
-def load_model(device: str, dtype: Any) -> tuple[Any, Any, str]:
-    """The offline model if installed, else its architecture with random weights."""
+def load_model(device: str, plan: Any) -> tuple[Any, Any, str]:
+    """The offline model if installed, else its architecture with random weights; either way
+    with ``plan``'s master weights (``grpo_core.precision.apply_to_model``)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     from grpo_core.models import ModelNotInstalledError, load_policy, prepare_tokenizer
+    from grpo_core.precision import apply_to_model
     from grpo_core.profiles import get_profile
 
     try:
         model, tokenizer = load_policy(get_profile("cpu").with_overrides(device=device))
-        return model.to(dtype), tokenizer, "SmolLM2-135M-Instruct (offline package)"
+        return apply_to_model(model, plan), tokenizer, "SmolLM2-135M-Instruct (offline package)"
     except ModelNotInstalledError:
         pass
     if not (CARRIED / "config.json").exists():
         raise SystemExit(f"no offline model and no carried config in {CARRIED}: run "
                          "`tools/gpu_check.sh prepare` on the development machine first")
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(CARRIED), dtype=dtype)
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(CARRIED),
+                                             dtype=getattr(torch, plan.load_dtype))
     tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(CARRIED))
-    return model.to(device).eval(), tokenizer, "SmolLM2-135M architecture, random weights"
+    return apply_to_model(model, plan).to(device).eval(), tokenizer, "SmolLM2-135M architecture, random weights"
 
 
 def sizes(smoke: bool) -> dict[str, int]:
@@ -75,16 +79,14 @@ def reset_peak(device: str) -> None:
 
 def exp1_steps(device: str, precision: Any, shape: dict[str, int], steps: int) -> list[float]:
     """A few real steps of experiment 1 (learning rate 2e-5): mean characters per step."""
-    import torch
-
     from grpo_core.loop import TrainConfig, train
+    from grpo_core.precision import config_fields
     from grpo_core.rewards import length_reward
     from grpo_core.run_files import EXP1_PROMPTS, read_jsonl
 
-    model, tokenizer, _ = load_model(device, torch.float32)
+    model, tokenizer, _ = load_model(device, precision)
     config = TrainConfig(**shape, max_steps=steps, learning_rate=2e-5, loss_type="grpo",
-                         beta=0.0, save_checkpoint=False, autocast_dtype=precision.autocast,
-                         loss_scaling=precision.loss_scaling)
+                         beta=0.0, save_checkpoint=False, **config_fields(precision))
     result = train(model, tokenizer, read_jsonl(EXP1_PROMPTS), length_reward, config,
                    progress=False)
     return [record["completions/mean_chars"] for record in result.metrics]
@@ -120,13 +122,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import torch
 
-    from grpo_core.hardware import detect_precision, plan_for_model
+    from grpo_core.hardware import plan_for_model
+    from grpo_core.precision import precision_plan
+    from grpo_core.profiles import get_profile
 
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("no CUDA device here: run this on the GPU machine (or --device cpu)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    precision = detect_precision(args.device)
+    precision = precision_plan(get_profile("gpu").with_overrides(device=args.device))
     shape = sizes(args.smoke)
     report: dict[str, Any] = {
         "device_name": torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or "cpu",
@@ -138,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     total = torch.cuda.get_device_properties(0).total_memory if args.device == "cuda" else 0
 
     def loader(device: str) -> tuple[Any, Any]:
-        model, tokenizer, report["model"] = load_model(device, torch.float32)
+        model, tokenizer, report["model"] = load_model(device, precision)
         if "memory_plan" not in report:  # the plan needs the model's shape, not another load
             plan = plan_for_model(model, tokenizer, ["Tell me about the ocean."],
                                   total or 16 * 2**30,
