@@ -185,9 +185,10 @@ print("exit", main(["length", "--profile", "smoke", "--steps", "1", "--no-checkp
 # Standard-library modules that Python 3.12 and 3.13 removed (PEP 594's dead batteries,
 # distutils, imp, asynchat/asyncore/smtpd): Colab runs Python 3.13, which this machine cannot
 # install, so the course's own code is kept free of them by reading its imports.
-REMOVED_BY_3_13 = frozenset(
-    "aifc asynchat asyncore audioop cgi cgitb chunk crypt distutils imghdr imp lib2to3 mailcap "
-    "msilib nis nntplib ossaudiodev pipes smtpd sndhdr spwd sunau telnetlib uu xdrlib".split())
+REMOVED_BY_3_13 = frozenset({
+    "aifc", "asynchat", "asyncore", "audioop", "cgi", "cgitb", "chunk", "crypt", "distutils",
+    "imghdr", "imp", "lib2to3", "mailcap", "msilib", "nis", "nntplib", "ossaudiodev", "pipes",
+    "smtpd", "sndhdr", "spwd", "sunau", "telnetlib", "uu", "xdrlib"})
 
 
 def test_no_code_imports_a_module_python_3_13_removed():
