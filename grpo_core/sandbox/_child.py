@@ -489,6 +489,25 @@ _OTHER_PROCESS_SYSCALLS = {
     "pidfd_send_signal": (424, 424), "pidfd_getfd": (438, 438), "ptrace": (101, 117),
     "process_vm_readv": (310, 270), "process_vm_writev": (311, 271), "kcmp": (312, 272),
 }
+# The kernel's larger attack surface (issue 32, class 4): a completion needs no namespace of
+# its own (a user namespace hands it CAP_NET_ADMIN over a network namespace, the way in for
+# the unprivileged nf_tables escalations, and CAP_SYS_ADMIN over mounts, such as a huge-page
+# tmpfs whose memory no rlimit counts), no mount, and none of io_uring (which would also
+# bypass every syscall rule here), userfaultfd, bpf or perf_event_open.
+_KERNEL_SURFACE_SYSCALLS = {
+    "unshare": (272, 97), "setns": (308, 268), "mount": (165, 40), "umount2": (166, 39),
+    "pivot_root": (155, 41), "open_tree": (428, 428), "move_mount": (429, 429),
+    "fsopen": (430, 430), "fsconfig": (431, 431), "fsmount": (432, 432), "fspick": (433, 433),
+    "mount_setattr": (442, 442), "open_tree_attr": (467, 467), "io_uring_setup": (425, 425),
+    "io_uring_enter": (426, 426), "io_uring_register": (427, 427),
+    "userfaultfd": (323, 282), "bpf": (321, 280), "perf_event_open": (298, 241),
+}
+# clone(2) is allowed without a new-namespace flag (fork and threads, where RLIMIT_NPROC
+# allows them); clone3(2) passes its flags in memory a filter cannot read, so it answers
+# ENOSYS, and glibc falls back to clone(2) (pthread_create, posix_spawn).
+CLONE_SYSCALL, CLONE3_SYSCALL = (56, 220), (435, 435)
+CLONE_NEW_FLAGS = (CLONE_NEWNS | CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWPID
+                   | 0x04000000 | 0x02000000)  # with CLONE_NEWUTS, CLONE_NEWCGROUP
 _REFUSED_COMMANDS = {  # syscall: (numbers, the command argument, commands refused)
     "fcntl": ((72, 25), 1, (8, 10, 15)),  # F_SETOWN, F_SETSIG, F_SETOWN_EX
     "ioctl": ((16, 29), 1, (0x8901, 0x8902)),  # FIOSETOWN, SIOCSPGRP
@@ -523,8 +542,10 @@ def seccomp_program(machine=None):
 
     Keyring calls fail with EPERM; sync and syncfs succeed without doing anything; signals
     reach only the child itself (``SELF_PID`` and ``SELF_GROUP`` are filled in by
-    ``install_seccomp``); the calls that reach into another process fail; any syscall of
-    another ABI (i386 through int 0x80, x32) fails, so numbers mean what we think.
+    ``install_seccomp``); the calls that reach into another process fail; so do new
+    namespaces, mounts, io_uring, userfaultfd, bpf and perf_event_open (clone3 answers
+    ENOSYS); any syscall of another ABI (i386 through int 0x80, x32) fails, so numbers mean
+    what we think.
     """
     machine = machine or MACHINE
     table = _SECCOMP_TABLES.get(machine)
@@ -538,10 +559,15 @@ def seccomp_program(machine=None):
             (0x20, 0, 0, 0),  # A = seccomp_data.nr
             (0x35, 0, 1, 0x40000000),  # x32 numbers
             (0x06, 0, 0, SECCOMP_ERRNO | EPERM)]
-    denied = tuple(denied) + tuple(numbers[column]
-                                   for numbers in _OTHER_PROCESS_SYSCALLS.values())
+    denied = tuple(denied) + tuple(
+        numbers[column] for numbers in (*_OTHER_PROCESS_SYSCALLS.values(),
+                                        *_KERNEL_SURFACE_SYSCALLS.values()))
     for number in denied:
         rows += [(0x15, 0, 1, number), (0x06, 0, 0, SECCOMP_ERRNO | EPERM)]
+    rows += [(0x15, 0, 1, CLONE3_SYSCALL[column]), (0x06, 0, 0, SECCOMP_ERRNO | ENOSYS),
+             (0x15, 0, 4, CLONE_SYSCALL[column]), _arg(0),  # clone(flags, ...)
+             (0x45, 1, 0, CLONE_NEW_FLAGS),  # JSET: any new-namespace flag
+             (0x06, 0, 0, SECCOMP_ALLOW), (0x06, 0, 0, SECCOMP_ERRNO | EPERM)]
     for number in no_ops:
         rows += [(0x15, 0, 1, number), (0x06, 0, 0, SECCOMP_ERRNO)]
     for name, (numbers, index) in _SIGNAL_SYSCALLS.items():

@@ -173,3 +173,82 @@ def test_run_tests_never_raises_when_no_zygote_can_start(monkeypatch):
     assert any(issubclass(w.category, SandboxWarning) for w in caught)
     monkeypatch.undo()
     assert run_tests(CORRECT, list(ADD_TESTS)).fraction == 1.0
+
+
+# ---------------------------------------------------------------- 4. the kernel's surface
+
+SURFACE = '''
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+X86 = os.uname().machine == "x86_64"
+def call(x86, arm, *args):
+    ctypes.set_errno(0)
+    result = libc.syscall(x86 if X86 else arm, *args)
+    return result, ctypes.get_errno()
+NEW_USER_NET = 0x10000000 | 0x40000000
+def surface():
+    """name -> errno for every call that did not fail with EPERM (the filter's answer)."""
+    calls = {
+        "unshare(user|net)": (272, 97, NEW_USER_NET), "unshare(user)": (272, 97, 0x10000000),
+        "unshare(mount)": (272, 97, 0x00020000), "setns": (308, 268, 0, 0),
+        "clone(user)": (56, 220, NEW_USER_NET | 17, 0, 0, 0, 0),
+        "mount": (165, 40, b"none", b"/tmp", b"tmpfs", 0, None),
+        "umount2": (166, 39, b"/", 2), "pivot_root": (155, 41, b".", b"."),
+        "fsopen": (430, 430, b"tmpfs", 0), "fspick": (433, 433, -100, b"/", 0),
+        "open_tree": (428, 428, -100, b"/", 1), "move_mount": (429, 429, -1, b"", -1, b"", 0),
+        "fsmount": (432, 432, -1, 0, 0), "fsconfig": (431, 431, -1, 0, None, None, 0),
+        "mount_setattr": (442, 442, -100, b"/", 0, None, 0),
+        "io_uring_setup": (425, 425, 1, None), "io_uring_enter": (426, 426, -1, 0, 0, 0, None),
+        "io_uring_register": (427, 427, -1, 0, None, 0),
+        "userfaultfd": (323, 282, 1), "bpf": (321, 280, 0, None, 0),
+        "perf_event_open": (298, 241, None, 0, -1, -1, 0),
+    }
+    found = {}
+    for name, (x86, arm, *args) in calls.items():
+        result, errno = call(x86, arm, *args)
+        if errno != 1:
+            found[name] = errno if result == -1 else "succeeded"
+    return found
+def clone3():
+    return call(435, 435, None, 0)[1]
+'''
+
+
+def _surface_verdicts(runner) -> tuple:
+    return runner(SURFACE, ["assert surface() == {}", "assert clone3() == 38"])
+
+
+def test_namespaces_mounts_and_kernel_interfaces_are_refused(isolation):
+    """A completion cannot make a namespace (clone3 answers ENOSYS so that glibc uses clone,
+    whose flags the filter reads), mount anything, or use io_uring, userfaultfd, bpf or
+    perf_event_open: each fails with EPERM, the filter's answer."""
+    if not isolation.seccomp:
+        pytest.skip("seccomp is not available here")
+    result = run_tests(SURFACE, ["assert surface() == {}", "assert clone3() == 38"])
+    assert (result.verdicts, result.status) == ((True, True), "ok"), result
+
+
+def test_without_root_too_no_namespace_or_mount_is_possible():
+    script = ("import json\nfrom grpo_core.sandbox import get_isolation, run_tests\n"
+              f"code = {SURFACE!r}\n"
+              "result = run_tests(code, ['assert surface() == {}', 'assert clone3() == 38'])\n"
+              "print(json.dumps({'seccomp': get_isolation().seccomp, "
+              "'verdicts': result.verdicts, 'status': result.status}))\n")
+    facts = run_as_ordinary_user(script)
+    if not facts["seccomp"]:
+        pytest.skip("no seccomp for an ordinary user here")
+    assert (facts["verdicts"], facts["status"]) == ([True, True], "ok"), facts
+
+
+def test_threads_and_subprocesses_still_start_where_the_limits_allow_them():
+    """clone3's ENOSYS is not an error for honest code: glibc falls back to clone. (As root
+    without a separate uid RLIMIT_NPROC does not bind, so threads start.)"""
+    from grpo_core.sandbox import probe_isolation
+    isolation, _ = probe_isolation(allow_uid_drop=False)
+    if not isolation.seccomp or os.geteuid() != 0:
+        pytest.skip("needs root (threads allowed) and seccomp")
+    code = ("import threading, subprocess\ndef work():\n    out = []\n"
+            "    t = threading.Thread(target=out.append, args=(1,))\n    t.start()\n"
+            "    t.join()\n    return out + [subprocess.run(['true']).returncode]\n")
+    result = run_tests(code, ["assert work() == [1, 0]"], isolation=isolation)
+    assert result.fraction == 1.0, result
