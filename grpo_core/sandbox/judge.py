@@ -12,7 +12,9 @@ from __future__ import annotations
 import builtins
 import cmath
 import collections
+import contextlib
 import functools
+import gc
 import heapq
 import itertools
 import json
@@ -21,13 +23,22 @@ import operator
 import re
 import string
 import sys
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from .split import BINOP_NAME, VALUES_NAME, SplitPlan
 
 MAX_DEPTH = 60  # the child refuses to encode deeper than 50
-MAX_ITEMS = 1_000_000  # values decoded per completion: bounds the parent's work and memory
+# The parent's work per completion is bounded by what decoding costs, not by bytes (issue 32,
+# class 2: a 2.9 MB record of a million empty lists cost 1.6-2.4 s of the trainer's CPU).
+# The largest honest values of MBPP's 974 references and the course's problems hold at most
+# 644 JSON containers and about 1000 values per completion (all their records: 7 KB).
+MAX_ITEMS = 100_000  # values decoded per completion (a container and each item: one each)
+MAX_CONTAINERS = 10_000  # JSON arrays and objects (each tag: a float is one) per completion
+DECODE_LIMIT = 1_000_000  # values for a direct call of decode_value (trusted callers)
+INT_DIGITS_PER_VALUE = 100_000  # a 4300-digit integer costs as much as 184 values
 MAX_SAME_HASH = 32  # set/dict keys that may share one hash (more: a collision attack)
 MAX_NAME_CHARS = 80
 _MISSING = object()
@@ -50,33 +61,81 @@ class Records:
 def parse_records(data: bytes, plan: SplitPlan) -> Records:
     """Parse the child's output. Never raises on malformed input; counts it instead.
 
-    The work is bounded whatever the child wrote: only the first ``2 * leaves + 8`` lines are
-    looked at (an honest child writes at most ``leaves + 4``), every line is parsed in
-    linear time, at most ``MAX_ITEMS`` values are decoded in all, and no set or dict is
-    built from keys that share a hash (see ``decode_value``).
+    The work is bounded by what it costs, whatever the child wrote: only the first
+    ``2 * leaves + 8`` lines are looked at (an honest child writes at most ``leaves + 4``);
+    a line whose commas or brackets already show more values or containers than the
+    completion's budget has left is refused before ``json`` parses it (counting bytes is
+    cheap, building objects is not); at most ``MAX_ITEMS`` values and ``MAX_CONTAINERS``
+    containers are decoded in all; no set or dict is built from keys that share a hash (see
+    ``decode_value``); and the garbage collector is paused meanwhile (the values hold no
+    cycles, and a collection would walk the whole trainer's heap).
     """
     records = Records()
     lines = data.split(b"\n", 2 * len(plan.leaves) + 8)[:2 * len(plan.leaves) + 8]
     if not lines or lines[0] != b"R":
         return records
     records.ready = True
-    budget = _Budget(MAX_ITEMS)
-    for line in lines[1:]:
-        if line:
-            _apply_record(records, line, plan, budget)
+    budget = _Budget(MAX_ITEMS, MAX_CONTAINERS)
+    with _collector_paused():
+        for line in lines[1:]:
+            if line:
+                _apply_record(records, line, plan, budget)
     return records
 
 
 class _Budget:
-    """How many more values this completion's records may decode."""
+    """How many more values, and containers, this completion's records may decode."""
 
-    def __init__(self, items: int):
+    def __init__(self, items: int, containers: int | None = None):
         self.left = items
+        self.containers = items if containers is None else containers
 
     def spend(self, count: int) -> None:
         self.left -= count
         if self.left < 0:
             raise ValueError("too many values")
+
+    def parse_int(self, digits: str) -> int:
+        """``json``'s integer hook: ``int(str)`` costs time quadratic in the digits (up to
+        Python's 4300), so a long integer is charged as that many values."""
+        self.spend(len(digits) * len(digits) // INT_DIGITS_PER_VALUE)
+        return int(digits)
+
+    def spend_container(self) -> None:
+        self.containers -= 1
+        if self.containers < 0:
+            raise ValueError("too many containers")
+
+    def admits(self, line: bytes) -> bool:
+        """Could ``line`` fit what is left? A record holds at least one value per comma
+        past its own two, and one container (a JSON array or object) per bracket or brace
+        past its own one; a line that already shows more is refused without parsing it."""
+        return line.count(b",") - 2 <= self.left and \
+            line.count(b"[") + line.count(b"{") - 1 <= self.containers
+
+
+_gc_lock = threading.Lock()
+_gc_pausers = 0
+_gc_was_enabled = False
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while records are decoded (threads share it: the
+    first one in pauses it, the last one out restores what it was)."""
+    global _gc_pausers, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pausers == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pausers += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pausers -= 1
+            if _gc_pausers == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 def _apply_record(records: Records, line: bytes, plan: SplitPlan, budget: _Budget) -> None:
@@ -85,7 +144,9 @@ def _apply_record(records: Records, line: bytes, plan: SplitPlan, budget: _Budge
         records.done |= line == b"D"
         return
     try:
-        record = json.loads(line)
+        if not budget.admits(line):
+            raise ValueError("more values than the budget has left")
+        record = json.loads(line, parse_int=budget.parse_int)
         _apply_parsed(records, record, plan, budget)
     except (ValueError, TypeError, KeyError, IndexError, RecursionError, MemoryError,
             OverflowError):
@@ -134,7 +195,7 @@ def safe_name(text: str) -> str:
 
 def decode_value(payload: Any, depth: int = 0, budget: _Budget | None = None) -> Any:
     """Decode the child's tagged encoding into builtin plain data (raises ``ValueError``)."""
-    budget = budget or _Budget(MAX_ITEMS)
+    budget = budget or _Budget(DECODE_LIMIT)
     if depth > MAX_DEPTH:
         raise ValueError("nested too deeply")
     budget.spend(1)
@@ -144,9 +205,11 @@ def decode_value(payload: Any, depth: int = 0, budget: _Budget | None = None) ->
     if kind is str:
         return bytes.fromhex(payload).decode("utf-8", "surrogatepass")
     if kind is list:
+        budget.spend_container()
         return [decode_value(item, depth + 1, budget) for item in payload]
     if kind is not dict or len(payload) != 1:
         raise ValueError("unknown value")
+    budget.spend_container()
     (tag, body), = payload.items()
     return _decode_tagged(tag, body, depth + 1, budget)
 
@@ -164,6 +227,7 @@ def _decode_tagged(tag: str, body: Any, depth: int, budget: _Budget) -> Any:
         return bytearray.fromhex(body)
     if type(body) is not list:
         raise ValueError("bad container")
+    budget.spend_container()
     items = [decode_value(item, depth, budget) for item in body]
     if tag == "t":
         return tuple(items)

@@ -252,3 +252,105 @@ def test_threads_and_subprocesses_still_start_where_the_limits_allow_them():
             "    t.join()\n    return out + [subprocess.run(['true']).returncode]\n")
     result = run_tests(code, ["assert work() == [1, 0]"], isolation=isolation)
     assert result.fraction == 1.0, result
+
+
+# ---------------------------------------------------------------- 2. the parent's decoding work
+
+def _record_plan():
+    from grpo_core.sandbox.split import plan_tests
+    return plan_tests(CORRECT, "", list(ADD_TESTS))
+
+
+def _cpu(function) -> float:
+    import time
+    started = time.process_time()
+    function()
+    return time.process_time() - started
+
+
+MILLION_EMPTY_LISTS = b'[0,"v",[' + b",".join([b"[]"] * 1_000_000) + b"]]"
+SHAPES = {  # records that cost the parent the most per byte, each within the 4 MiB budget
+    "empty lists": MILLION_EMPTY_LISTS,
+    "lists then ints": b'[0,"v",[' + b"[]," * 9_990 + b",".join([b"0"] * 89_000) + b"]]",
+    "float objects": b'[0,"v",[' + b",".join([b'{"f":"1.5"}'] * 99_000) + b"]]",
+    "tagged tuples": b'[0,"v",[' + b",".join([b'{"t":[]}'] * 300_000) + b"]]",
+    "4300-digit ints": b'[0,"v",[' + b",".join([b"9" * 4300] * 900) + b"]]",
+    "short strings": b'[0,"v",[' + b",".join([b'"61"'] * 99_000) + b"]]",
+}
+
+
+def test_a_record_of_a_million_empty_lists_costs_the_parent_almost_nothing():
+    """2.9 MB, within the byte budget: before, 1.6-2.4 s of the trainer's CPU (json built a
+    million lists, the decoder walked them, the collector scanned them); now the brackets
+    are counted first and the line is refused unparsed."""
+    import json
+
+    from grpo_core.sandbox.judge import parse_records
+    data = b"R\nK\n" + MILLION_EMPTY_LISTS + b"\nD\n"
+    plan = _record_plan()
+    records = parse_records(data, plan)
+    assert records.values == {} and records.malformed == 1
+    assert _cpu(lambda: parse_records(data, plan)) < _cpu(lambda: json.loads(
+        MILLION_EMPTY_LISTS)) / 10
+
+
+def test_whatever_its_shape_a_completion_costs_at_most_a_full_budget_of_small_values():
+    """The budget is work: values, containers (arrays and objects), long integers charged
+    by their quadratic parse. The dearest record costs about what the largest value the
+    budget admits costs to decode (MAX_ITEMS small integers), whatever bytes it holds."""
+    from grpo_core.sandbox.judge import MAX_ITEMS, parse_records
+    plan = _record_plan()
+    largest = b"R\nK\n" + b'[0,"v",[' + b",".join([b"7"] * (MAX_ITEMS - 1)) + b"]]\nD\n"
+    assert len(parse_records(largest, plan).values[0]) == MAX_ITEMS - 1  # admitted whole
+    reference = min(_cpu(lambda: parse_records(largest, plan)) for _ in range(3))
+    for name, record in SHAPES.items():
+        assert len(record) < 4 << 20, name
+        data = b"R\nK\n" + record + b"\n" + record.replace(b"[0,", b"[1,", 1) + b"\nD\n"
+        cost = min(_cpu(lambda data=data: parse_records(data, plan)) for _ in range(3))
+        assert cost < 3 * reference + 0.02, (name, cost, reference)
+
+
+def test_every_mbpp_value_fits_the_budget_many_times_over():
+    from grpo_core.sandbox.judge import MAX_CONTAINERS, MAX_ITEMS
+    assert MAX_ITEMS >= 50 * 1000 and MAX_CONTAINERS >= 10 * 644  # measured maxima, MBPP
+    code = "def grid(n):\n    return [[float(i * j) for j in range(n)] for i in range(n)]\n"
+    assert run_tests(code, ["assert grid(70) != []"]).fraction == 1.0  # 5041 floats
+    too_many = run_tests(code, ["assert grid(110) != []"])  # 12 100 floats: too much work
+    assert (too_many.fraction, too_many.status) == (0.0, "ok")
+
+
+def test_the_collector_is_paused_while_records_are_decoded(monkeypatch):
+    import gc
+
+    from grpo_core.sandbox import judge
+    seen = []
+    real = judge.json.loads
+    monkeypatch.setattr(judge.json, "loads", lambda *a, **k: (seen.append(gc.isenabled()),
+                                                               real(*a, **k))[1])
+    assert gc.isenabled()
+    judge.parse_records(b'R\nK\n[0,"v",5]\nD\n', _record_plan())
+    assert seen == [False] and gc.isenabled()
+    gc.disable()
+    try:  # a collector someone else turned off stays off
+        judge.parse_records(b'R\nK\n[0,"v",5]\nD\n', _record_plan())
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_eight_decoder_attacks_do_not_hold_up_the_trainer():
+    """The issue's measurement: eight completions that each write the million empty lists
+    took 14.5 s on two workers instead of 0.18 s."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sandbox_attacks import time_scale
+    attack = ("import os\nrecord = b'[0,\"v\",[' + b','.join([b'[]'] * 1000000) + b']]\\n'\n"
+              "def add(a, b):\n    os.write(3, record)\n    return -99\n")
+    started = time.monotonic()
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda code: run_tests(code, list(ADD_TESTS)),
+                                [attack] * 8 + [CORRECT] * 2))
+    assert [r.passed for r in results[:8]] == [0] * 8
+    assert [r.fraction for r in results[8:]] == [1.0, 1.0]
+    assert time.monotonic() - started < 5.0 * time_scale()
