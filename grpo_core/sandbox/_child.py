@@ -244,8 +244,8 @@ HOST_PROC_FD = 1010
 
 def build_skeleton(layout, root, libc):
     """Move this process (the zygote) into a mount namespace whose root is a small read-only
-    tmpfs: read-only binds of the system folders and the interpreter's import path, a few
-    device nodes, symlinks for /tmp, /var/tmp and /dev/shm into ``/scratch`` and an empty
+    tmpfs: read-only binds of the system folders and the interpreter's import path (its
+    third-party package folders covered by empty ones), a few device nodes, symlinks for /tmp, /var/tmp and /dev/shm into ``/scratch`` and an empty
     ``/proc``. The host's /proc stays reachable to the zygote only as ``HOST_PROC_FD``.
 
     Built once per zygote, so each completion only copies a namespace of about ten mounts
@@ -256,11 +256,15 @@ def build_skeleton(layout, root, libc):
     check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "private /")
     check(libc.mount(b"tmpfs", root.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
                      b"size=1m,nr_inodes=1024,mode=0755"), "tmpfs")
-    links, binds = layout
+    links, binds, hidden = layout
     for name, target in links:
         os.symlink(target, root + name)
     for path in binds:
         bind_read_only(libc, check, path, root + path, directory=True)
+    for path in hidden:  # third-party packages: an empty, read-only folder instead
+        check(libc.mount(b"tmpfs", (root + path).encode(), b"tmpfs",
+                         MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
+                         b"size=4k,nr_inodes=1,mode=0555"), "hide packages")
     os.makedirs(root + "/dev", 0o755)
     for name in ("null", "zero", "random", "urandom"):
         if os.path.exists("/dev/" + name):
@@ -579,8 +583,9 @@ def seccomp_program(machine=None):
 
 
 def filesystem_layout():
-    """What the candidate's root holds: symlinks like /bin -> usr/bin, and read-only binds
-    of the system folders and of the interpreter's import path (its standard library)."""
+    """What the candidate's root holds: symlinks like /bin -> usr/bin, read-only binds of the
+    system folders and of the interpreter's import path (its standard library), and the
+    third-party package folders inside those binds, to be hidden (``package_folders``)."""
     links, binds = [], []
     for name in ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         path = "/" + name
@@ -596,7 +601,36 @@ def filesystem_layout():
             "/tmp", "/var/tmp", "/dev", "/proc", "/sys", "/run", SCRATCH))
         if os.path.isdir(path) and not inside and not special:
             binds.append(path)
-    return links, binds
+    return links, binds, package_folders(binds)
+
+
+PACKAGE_FOLDERS = ("site-packages", "dist-packages")
+
+
+def package_folders(binds):
+    """The third-party package folders the binds would show (issue 32, class 5): a standard
+    library folder's own ``site-packages`` (pyenv's, under a home folder that is otherwise
+    private), and ``lib/python3*/{site,dist}-packages`` under each bound tree (/usr's and
+    /usr/local's). The skeleton covers each with an empty read-only tmpfs: the candidate gets
+    the standard library and nothing a learner installed. Real folders only (a symlink
+    points somewhere the skeleton either hides or does not hold)."""
+    found = []
+    for top in binds:
+        parents = [top]
+        for lib in ("lib", "lib64", "local/lib", "local/lib64"):
+            folder = os.path.join(top, lib)
+            try:
+                names = sorted(os.listdir(folder))
+            except OSError:
+                continue
+            parents += [os.path.join(folder, name) for name in names
+                        if name.startswith("python3")]
+        for parent in parents:
+            for name in PACKAGE_FOLDERS:
+                path = os.path.join(parent, name)
+                if os.path.isdir(path) and not os.path.islink(path) and path not in found:
+                    found.append(path)
+    return found
 
 
 def trial(layers, libc, root, layout):

@@ -354,3 +354,69 @@ def test_eight_decoder_attacks_do_not_hold_up_the_trainer():
     assert [r.passed for r in results[:8]] == [0] * 8
     assert [r.fraction for r in results[8:]] == [1.0, 1.0]
     assert time.monotonic() - started < 5.0 * time_scale()
+
+
+# ---------------------------------------------------------------- 5. only the standard library
+
+def _package_folders_on_the_host() -> list[str]:
+    """Third-party package folders the sandbox interpreter's trees hold here, non-empty."""
+    import sys
+    import sysconfig
+    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}
+    candidates = {sysconfig.get_paths(vars=base)[key] for key in ("purelib", "platlib")}
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    candidates |= {"/usr/lib/python3/dist-packages", f"/usr/lib/{version}/site-packages",
+                   f"/usr/local/lib/{version}/dist-packages",
+                   f"/usr/local/lib/{version}/site-packages"}
+    return sorted(path for path in candidates if os.path.isdir(path) and os.listdir(path))
+
+
+PACKAGES_READER = '''
+import os, sys
+def visible(folders):
+    found = {}
+    for folder in folders:
+        try:
+            entries = os.listdir(folder)
+        except OSError:
+            continue
+        if entries:
+            found[folder] = len(entries)
+    return found
+def stdlib():
+    import json, fractions, decimal, ctypes, zoneinfo, sqlite3, asyncio, email.mime.text
+    import unittest, xml.etree.ElementTree, csv, statistics, typing, dataclasses
+    return sorted(name for name in os.listdir(os.path.dirname(os.__file__))
+                  if name in ("json", "asyncio", "collections", "lib-dynload"))
+'''
+
+
+def test_the_candidate_sees_the_standard_library_and_no_installed_package(isolation):
+    """Each folder of the interpreter's import path is bound, but its third-party package
+    folders (pyenv's site-packages under a private home, /usr's dist-packages) are covered
+    by empty ones: the standard library, all of it, and nothing a learner installed."""
+    if not isolation.private_root:
+        pytest.skip("no private root here: the candidate sees the host's files (reported)")
+    folders = _package_folders_on_the_host()
+    assert folders, "this machine has no third-party package folder to hide"
+    result = run_tests(PACKAGES_READER, [f"assert visible({folders!r}) == {{}}",
+                                         "assert stdlib() == ['asyncio', 'collections', "
+                                         "'json', 'lib-dynload']"])
+    assert (result.verdicts, result.status) == ((True, True), "ok"), (folders, result)
+
+
+def test_without_root_the_packages_are_hidden_too():
+    folders = ["/usr/lib/python3/dist-packages", "/usr/local/lib/python3.11/dist-packages"]
+    folders = [path for path in folders if os.path.isdir(path) and os.listdir(path)]
+    if not folders:
+        pytest.skip("no system package folder here")
+    script = ("import json\nfrom grpo_core.sandbox import get_isolation, run_tests\n"
+              f"code = {PACKAGES_READER!r}\n"
+              f"tests = {[f'assert visible({folders!r}) == {{}}', 'assert len(stdlib()) == 4']!r}\n"
+              "result = run_tests(code, tests)\n"
+              "print(json.dumps({'root': get_isolation().private_root, "
+              "'verdicts': result.verdicts}))\n")
+    facts = run_as_ordinary_user(script)
+    if not facts["root"]:
+        pytest.skip("no private root for an ordinary user here")
+    assert facts["verdicts"] == [True, True], facts
