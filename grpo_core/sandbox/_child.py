@@ -445,18 +445,23 @@ def map_own_ids(uid, gid):
             handle.write(text)
 
 
-def remove_ipc_objects(libc):
-    """Delete System V shared memory, queues and semaphores left in our IPC namespace."""
+def remove_ipc_objects(libc, owner=None):
+    """Delete System V shared memory, queues and semaphores left in our IPC namespace (or,
+    with ``owner``, those that uid owns or created, in whatever namespace we are)."""
     for kind, remove in (("shm", lambda i: libc.shmctl(i, 0, None)),
                          ("msg", lambda i: libc.msgctl(i, 0, None)),
                          ("sem", lambda i: libc.semctl(i, 0, 0))):
         try:
             with open(open_host_proc("sysvipc/" + kind)) as table:
-                rows = table.read().splitlines()[1:]
-        except OSError:
+                header, *rows = table.read().splitlines()
+        except (OSError, ValueError):
             continue
+        names = header.split()
+        owners = [names.index(name) for name in ("uid", "cuid") if name in names]
         for row in rows:
-            remove(int(row.split()[1]))
+            fields = row.split()
+            if owner is None or any(int(fields[k]) == owner for k in owners):
+                remove(int(fields[1]))
 
 
 def recv_exact(sock, size):
@@ -694,10 +699,15 @@ def per_child_layers(config, libc, layout):
     return layers
 
 
-def remove_as_owner(paths, shared_dirs, uid):
+def remove_as_owner(paths, shared_dirs, uid, libc=None):
     """The clean-up after a child without a private root, run in a child of the zygote with
     the sandbox uid's own rights: it can remove only what that uid could remove itself, so
-    no link or race the candidate set up can turn it against anything else."""
+    no link or race the candidate set up can turn it against anything else.
+
+    It sweeps by owner, not by place (issue 32, class 6): the working folders, then
+    everything the uid owns anywhere below the world-writable folders (descending into every
+    world-writable folder, sticky ones of other users included), then the System V shared
+    memory, queues and semaphores it owns (without an IPC namespace they would outlive it)."""
     if uid is not None:
         os.setgroups([])
         os.setresgid(uid, uid, uid)
@@ -708,12 +718,35 @@ def remove_as_owner(paths, shared_dirs, uid):
     if uid is None:
         return
     for folder in shared_dirs:
+        sweep_owned(folder, uid)
+    if libc is not None:
+        remove_ipc_objects(libc, owner=uid)
+
+
+def sweep_owned(top, uid, limit=100000):
+    """Remove every entry ``uid`` owns below ``top``, entering only folders others may write
+    in (where such an entry can be) and never following a symlink; at most ``limit``
+    folders are read."""
+    import stat
+    stack, seen = [top], 0
+    while stack and seen < limit:
+        folder = stack.pop()
+        seen += 1
         for name, is_dir in owned_entries(folder, uid):
+            path = os.path.join(folder, name)
             if is_dir:
-                empty_folder(os.path.join(folder, name))
-                try_call(os.rmdir, os.path.join(folder, name))
+                empty_folder(path)
+                try_call(os.rmdir, path)
             else:
-                try_call(os.unlink, os.path.join(folder, name))
+                try_call(os.unlink, path)
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    info = entry.stat(follow_symlinks=False)
+                    if stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH:
+                        stack.append(entry.path)
+        except OSError:
+            pass
 
 
 def owned_entries(folder, uid):
@@ -831,15 +864,30 @@ def end_orphans(rounds=50):
             return
 
 
-def clean(spec):
-    """Fork the owner's clean-up, wait for it; its wait status."""
+def clean(spec, libc):
+    """Fork the owner's clean-up and wait for it, at most ``spec["deadline"]`` seconds (then
+    it is killed: the parent finishes it later, with the slot kept busy); its wait status,
+    0 only if it ran to its end."""
+    import time
     pid = os.fork()
     if pid == 0:
         try:
-            remove_as_owner(spec["paths"], spec["shared"], spec["uid"])
-        finally:
+            if libc is not None:
+                libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)  # it dies with the zygote
+            remove_as_owner(spec["paths"], spec["shared"], spec["uid"], libc)
             os._exit(0)
-    return os.waitpid(pid, 0)[1]
+        finally:
+            os._exit(1)
+    deadline, pause = time.monotonic() + spec.get("deadline", 2.0), 0.0005
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        if time.monotonic() >= deadline:
+            try_call(os.kill, pid, 9)
+            return os.waitpid(pid, 0)[1]
+        time.sleep(pause)
+        pause = min(pause * 2, 0.02)
 
 
 def serve(sock, libc, namespaces, layers):
@@ -863,7 +911,8 @@ def serve(sock, libc, namespaces, layers):
                 remove_ipc_objects(libc)
             reply = b"S" + struct.pack("!i", status)
         elif command == b"C":
-            reply = b"S" + struct.pack("!i", clean(marshal.loads(recv_exact(sock, number))))
+            spec = marshal.loads(recv_exact(sock, number))
+            reply = b"S" + struct.pack("!i", clean(spec, libc))
         else:
             os._exit(0)
         sock.sendall(reply)

@@ -262,23 +262,53 @@ def _kill(pid: int) -> None:
             send(pid, signal.SIGKILL)
 
 
+CLEAN_UP_DEADLINE_S = 2.0  # wall-clock seconds a clean-up may take before it is stopped
+CLEAN_UP_ROUNDS = 10  # in the background (each twice as long as the last, up to a minute)
+
+
 def _clean_up(isolation: Isolation, slot: Slot, workdir: str, thorough: bool) -> None:
     """Remove what the child left; never raises (nothing a completion does may make
     ``run_tests`` fail).
 
     With a private root there is nothing on disk to remove: the child's tmpfs went with its
     mount namespace, and its PID namespace took every process it made. Without one, the
-    zygote removes the working folder and the uid's files with that uid's own rights (root
-    never walks a path the candidate controls), and ``thorough`` (a run that did not end
-    cleanly) also kills every process of the uid.
+    zygote removes, with that uid's own rights (root never walks a path the candidate
+    controls), the working folder and everything the uid owns below the world-writable
+    folders and in System V IPC, within ``CLEAN_UP_DEADLINE_S``; ``thorough`` (a run that
+    did not end cleanly) first kills every process of the uid. A clean-up that does not end
+    by its deadline is finished in the background while the slot stays busy
+    (``Slot.finish``).
     """
     if thorough and slot.uid is not None and not isolation.pid_namespace:
         kill_processes_of(slot.uid)
     if isolation.private_root:
         return
+    if not _clean_once(isolation, slot, workdir):
+        slot.finish = lambda: _finish_clean_up(isolation, slot, workdir)
+
+
+def _clean_once(isolation: Isolation, slot: Slot, workdir: str,
+                deadline_s: float | None = None) -> bool:
+    """One clean-up by the zygote's owner-rights child; True if it ran to its end."""
     try:
-        _zygote(isolation, slot).clean([workdir], isolation.shared_dirs, slot.uid)
+        status = _zygote(isolation, slot).clean([workdir], isolation.shared_dirs, slot.uid,
+                                                deadline_s or CLEAN_UP_DEADLINE_S)
     except (SandboxError, ZygoteError):
         discard_zygote(isolation, slot)
+        return False
+    if status != 0:
+        return False
     with contextlib.suppress(OSError):
         os.rmdir(workdir)  # empty now; the folder above it is root's, not the uid's
+    return True
+
+
+def _finish_clean_up(isolation: Isolation, slot: Slot, workdir: str) -> None:
+    """Clean-up rounds until one ends; raises ``SandboxError`` (the uid stays quarantined)
+    if ``CLEAN_UP_ROUNDS`` are not enough."""
+    for round_ in range(CLEAN_UP_ROUNDS):
+        if slot.uid is not None:
+            kill_processes_of(slot.uid)
+        if _clean_once(isolation, slot, workdir, min(60.0, CLEAN_UP_DEADLINE_S * 2 ** round_)):
+            return
+    raise SandboxError(f"the clean-up of sandbox uid {slot.uid} did not end")

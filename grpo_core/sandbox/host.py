@@ -13,7 +13,7 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,12 +68,19 @@ class Isolation:
         return 1 if self.uids else 0
 
 
-@dataclass(frozen=True)
+@dataclass
 class Slot:
-    """A worker slot held exclusively: ``key`` names its zygote, ``uid`` its sandbox user."""
+    """A worker slot held exclusively: ``key`` names its zygote, ``uid`` its sandbox user.
+
+    ``finish``: set when a clean-up did not end by its deadline (issue 32, class 6): a call
+    that finishes it. The slot then stays busy (its uid quarantined) until a background
+    thread has run it, instead of being handed to the next completion with files of the last
+    one still there.
+    """
 
     key: int
     uid: int | None
+    finish: Callable[[], None] | None = None
 
 
 def sandbox_env(workdir: str) -> dict[str, str]:
@@ -121,21 +128,37 @@ def worker_slot(isolation: Isolation) -> Iterator[Slot]:
     At level 1 a slot is a sandbox uid, locked with ``flock``. Exclusive use is what makes the
     clean-up safe: while we hold uid U, every process and every stray file of U is ours.
     """
-    if not isolation.uids:
-        key = _acquire_local(isolation.slots)
-        try:
-            yield Slot(key, None)
-        finally:
-            with _slots_lock:
-                _slots_in_use.discard(key)
-        return
-    uid, lock_fd = _acquire(isolation)
-    try:
-        yield Slot(uid, uid)
-    finally:
-        os.close(lock_fd)  # releases the flock
+    if isolation.uids:
+        uid, lock_fd = _acquire(isolation)
+        slot = Slot(uid, uid)
+    else:
+        lock_fd, slot = -1, Slot(_acquire_local(isolation.slots), None)
+
+    def release() -> None:
+        if lock_fd >= 0:
+            os.close(lock_fd)  # releases the flock
         with _slots_lock:
-            _slots_in_use.discard(uid)
+            _slots_in_use.discard(slot.key)
+
+    try:
+        yield slot
+    except BaseException:
+        release()
+        raise
+    if slot.finish is None:
+        release()
+    else:  # quarantined: the clean-up ends in the background, then the uid is free again
+        threading.Thread(target=_finish_then_release, args=(slot.finish, release),
+                         name=f"grpo-sandbox-clean-up-{slot.key}", daemon=True).start()
+
+
+def _finish_then_release(finish: Callable[[], None], release: Callable[[], None]) -> None:
+    """Run an unfinished clean-up to its end, then free the slot (never raises)."""
+    try:
+        finish()
+    except Exception:  # noqa: BLE001 - a clean-up that cannot end keeps its uid quarantined
+        return
+    release()
 
 
 def _acquire_local(count: int) -> int:

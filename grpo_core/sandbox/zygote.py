@@ -100,10 +100,13 @@ class Zygote:
             raise ZygoteError("the zygote broke the protocol")
         return status
 
-    def clean(self, paths: list[str], shared_dirs: tuple[str, ...], uid: int | None) -> int:
+    def clean(self, paths: list[str], shared_dirs: tuple[str, ...], uid: int | None,
+              deadline_s: float = 2.0) -> int:
         """Have a child of the zygote, with ``uid``'s own rights, empty ``paths`` and delete
-        what ``uid`` owns at the top of ``shared_dirs``; returns its wait status."""
-        payload = marshal.dumps({"paths": paths, "shared": list(shared_dirs), "uid": uid}, 4)
+        what ``uid`` owns below ``shared_dirs`` and in System V IPC; the zygote kills it after
+        ``deadline_s``. Returns its wait status (0: it ran to its end)."""
+        payload = marshal.dumps({"paths": paths, "shared": list(shared_dirs), "uid": uid,
+                                 "deadline": deadline_s}, 4)
         self._call(lambda: self.sock.sendall(b"C" + struct.pack("!i", len(payload)) + payload))
         tag, status = self._read_header()
         if tag != b"S":

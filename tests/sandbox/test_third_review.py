@@ -420,3 +420,102 @@ def test_without_root_the_packages_are_hidden_too():
     if not facts["root"]:
         pytest.skip("no private root for an ordinary user here")
     assert facts["verdicts"] == [True, True], facts
+
+
+# ---------------------------------------------------------------- 6. clean-up without namespaces
+
+@pytest.fixture(scope="module")
+def without_namespaces():
+    """Level 1 in a container without the right capability: a separate uid, no namespaces."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (a separate uid) to test the clean-up by owner")
+    from grpo_core.sandbox import probe_isolation
+    isolation, _ = probe_isolation(allow_namespaces=False)
+    assert isolation.uids and not (isolation.private_root or isolation.ipc_namespace)
+    return isolation
+
+
+def _ipc_of(uid: int) -> dict[str, list[int]]:
+    found = {}
+    for kind in ("shm", "msg", "sem"):
+        header, *rows = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
+        names = header.split()
+        columns = [names.index("uid"), names.index("cuid")]
+        found[kind] = [int(row.split()[1]) for row in rows
+                       if any(int(row.split()[k]) == uid for k in columns)]
+    return found
+
+
+IPC_MAKER = '''
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+def make():
+    return [libc.shmget(0, 1 << 20, 0o1600), libc.msgget(0, 0o1600), libc.semget(0, 4, 0o1600)]
+'''
+
+
+def test_system_v_objects_of_the_uid_are_removed_without_an_ipc_namespace(without_namespaces):
+    result = run_tests(IPC_MAKER, ["assert min(make()) >= 0"], isolation=without_namespaces)
+    try:
+        assert result.fraction == 1.0, result  # they were made...
+        assert _ipc_of(result.uid) == {"shm": [], "msg": [], "sem": []}  # ...and are gone
+    finally:
+        for kind, ids in _ipc_of(result.uid).items():
+            for number in ids:
+                subprocess.run(["ipcrm", f"-{kind[0]}", str(number)], check=False)
+
+
+def test_files_below_any_world_writable_folder_are_swept(without_namespaces):
+    import secrets
+    unique = secrets.token_hex(6)
+    sticky = Path(tempfile.gettempdir()) / f"grpo-sticky-{unique}"
+    sticky.mkdir()
+    sticky.chmod(0o1777)  # someone else's sticky folder below /tmp, like /tmp/.X11-unix
+    deeper = sticky / "open"
+    deeper.mkdir()
+    deeper.chmod(0o1777)
+    plant = ("import os\ndef plant():\n    done = 0\n"
+             f"    for path in ({str(sticky / 'planted')!r}, {str(deeper / 'planted')!r},"
+             f" {str(deeper / 'tree')!r}):\n"
+             "        try:\n            if path.endswith('tree'):\n"
+             "                os.makedirs(path + '/a/b')\n                open(path + '/a/b/f', 'w').close()\n"
+             "            else:\n                open(path, 'w').write('planted')\n"
+             "            done += 1\n        except OSError:\n            pass\n    return done\n")
+    look = (f"import os\ndef found():\n    return sorted(os.listdir({str(sticky)!r}) + "
+            f"os.listdir({str(deeper)!r}))\n")
+    try:
+        planted = run_tests(plant, ["assert plant() == 3"], isolation=without_namespaces)
+        assert planted.fraction == 1.0, planted
+        assert sorted(p.name for p in sticky.rglob("*")) == ["open"]
+        assert run_tests(look, ["assert found() == ['open']"],
+                         isolation=without_namespaces).fraction == 1.0
+    finally:
+        shutil.rmtree(sticky, ignore_errors=True)
+
+
+def test_a_clean_up_that_runs_long_keeps_its_slot_busy_not_the_caller(without_namespaces,
+                                                                    monkeypatch):
+    """A completion leaves thousands of folders and sleeps: before, run_tests took 15-16 s and
+    left a clean-up process of the sandbox uid and its run folder. Now the clean-up stops at
+    its deadline, run_tests returns, and the uid stays out of use until a background thread
+    has finished the clean-up."""
+    import time
+
+    from sandbox_attacks import leftovers, time_scale
+
+    from grpo_core.sandbox import host
+    monkeypatch.setattr(execute, "CLEAN_UP_DEADLINE_S", 0.02)  # it cannot end in time
+    code = ("import os, time\nk = 0\nwhile time.process_time() < 0.3:\n"
+            "    os.mkdir('d%d' % k)\n    k += 1\n"
+            "def add(a, b):\n    time.sleep(30)\n")
+    started = time.monotonic()
+    result = run_tests(code, list(ADD_TESTS), timeout_s=0.5, isolation=without_namespaces)
+    elapsed = time.monotonic() - started
+    assert result.passed == 0 and elapsed < (2 * 0.5 + 0.25 + 1.0) * time_scale(), elapsed
+    assert result.uid in host._slots_in_use, "the uid was handed back with files in it"
+    deadline = time.monotonic() + 60
+    while result.uid in host._slots_in_use and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert result.uid not in host._slots_in_use
+    assert leftovers(result.uid, without_namespaces.base_dir) == []
+    assert run_tests(CORRECT, list(ADD_TESTS), isolation=without_namespaces).fraction == 1.0
