@@ -422,7 +422,7 @@ def load_libc():
 
 def set_up_namespaces(config, libc):
     """Move the zygote into fresh namespaces its children share; returns what worked."""
-    got = {"net": False, "ipc": False, "user": False}
+    got = {"net": False, "ipc": False, "user": False, "ipc_limits": False}
     if libc is None or not (config["net"] or config["ipc"]):
         return got
     uid, gid = os.getuid(), os.getgid()
@@ -433,8 +433,30 @@ def set_up_namespaces(config, libc):
             if user:
                 map_own_ids(uid, gid)
             got.update(net=bool(net), ipc=bool(ipc), user=bool(user))
+            got["ipc_limits"] = bool(ipc) and limit_ipc()
             return got
     return got
+
+
+# System V IPC limits of the zygote's own IPC namespace (issue 32, class 3): memory the kernel
+# holds for shared memory and semaphores shows in no process's RSS, so the out-of-memory
+# killer would pick the trainer. The filter refuses System V IPC to the candidate anyway;
+# these near-zero limits are the second wall (where the namespace's sysctls are writable:
+# the zygote is root, or the namespace's owner maps root).
+IPC_LIMITS = (("shmmax", "1048576"), ("shmall", "256"), ("shmmni", "4"), ("msgmni", "4"),
+              ("msgmax", "8192"), ("msgmnb", "16384"), ("sem", "32 128 32 4"))
+
+
+def limit_ipc():
+    """Set ``IPC_LIMITS`` in our IPC namespace; True if every one was set."""
+    done = True
+    for name, value in IPC_LIMITS:
+        try:
+            with open("/proc/sys/kernel/" + name, "w") as handle:
+                handle.write(value)
+        except OSError:
+            done = False
+    return done
 
 
 def map_own_ids(uid, gid):
@@ -517,6 +539,14 @@ _KERNEL_SURFACE_SYSCALLS = {
 CLONE_SYSCALL, CLONE3_SYSCALL = (56, 220), (435, 435)
 CLONE_NEW_FLAGS = (CLONE_NEWNS | CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWPID
                    | 0x04000000 | 0x02000000)  # with CLONE_NEWUTS, CLONE_NEWCGROUP
+# System V IPC (class 3): shared memory, queues and semaphores are memory no rlimit counts,
+# and without an IPC namespace they are the host's; no completion needs them (Python's
+# multiprocessing uses POSIX semaphores).
+_SYSV_IPC_SYSCALLS = {
+    "shmget": (29, 194), "shmat": (30, 196), "shmctl": (31, 195), "semget": (64, 190),
+    "semop": (65, 193), "semctl": (66, 191), "semtimedop": (220, 192), "msgget": (68, 186),
+    "msgsnd": (69, 189), "msgrcv": (70, 188), "msgctl": (71, 187),
+}
 _REFUSED_COMMANDS = {  # syscall: (numbers, the command argument, commands refused)
     "fcntl": ((72, 25), 1, (8, 10, 15)),  # F_SETOWN, F_SETSIG, F_SETOWN_EX
     "ioctl": ((16, 29), 1, (0x8901, 0x8902)),  # FIOSETOWN, SIOCSPGRP
@@ -552,8 +582,8 @@ def seccomp_program(machine=None):
     Keyring calls fail with EPERM; sync and syncfs succeed without doing anything; signals
     reach only the child itself (``SELF_PID`` and ``SELF_GROUP`` are filled in by
     ``install_seccomp``); the calls that reach into another process fail; so do new
-    namespaces, mounts, io_uring, userfaultfd, bpf and perf_event_open (clone3 answers
-    ENOSYS); any syscall of another ABI (i386 through int 0x80, x32) fails, so numbers mean
+    namespaces, mounts, io_uring, userfaultfd, bpf, perf_event_open and System V IPC
+    (clone3 answers ENOSYS); any syscall of another ABI (i386 through int 0x80, x32) fails, so numbers mean
     what we think.
     """
     machine = machine or MACHINE
@@ -570,7 +600,8 @@ def seccomp_program(machine=None):
             (0x06, 0, 0, SECCOMP_ERRNO | EPERM)]
     denied = tuple(denied) + tuple(
         numbers[column] for numbers in (*_OTHER_PROCESS_SYSCALLS.values(),
-                                        *_KERNEL_SURFACE_SYSCALLS.values()))
+                                        *_KERNEL_SURFACE_SYSCALLS.values(),
+                                        *_SYSV_IPC_SYSCALLS.values()))
     for number in denied:
         rows += [(0x15, 0, 1, number), (0x06, 0, 0, SECCOMP_ERRNO | EPERM)]
     rows += [(0x15, 0, 1, CLONE3_SYSCALL[column]), (0x06, 0, 0, SECCOMP_ERRNO | ENOSYS),

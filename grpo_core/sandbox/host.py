@@ -55,12 +55,13 @@ class Isolation:
     pid_namespace: bool = False  # each completion in its own PID namespace (and /proc)
     private_root: bool = False  # each completion in its own mount namespace and tmpfs root
     seccomp: bool = False  # no kernel keyrings, sync(2) a no-op
+    ipc_limits: bool = False  # near-zero System V limits in the IPC namespace
     portable: bool = False  # the portable tier: no zygote, no namespaces (portable.py)
 
     def promised(self) -> tuple[bool, ...]:
         """The kernel layers a zygote must reach for these settings."""
         return (self.network_namespace, self.ipc_namespace, self.user_namespace,
-                self.pid_namespace, self.private_root, self.seccomp)
+                self.pid_namespace, self.private_root, self.seccomp, self.ipc_limits)
 
     @property
     def level(self) -> int:

@@ -149,7 +149,7 @@ def _try(wanted: Isolation, rejected: list[str]) -> tuple[Isolation, Facts] | No
                         ipc_namespace=layers.ipc_namespace,
                         user_namespace=layers.user_namespace,
                         pid_namespace=layers.pid_namespace, private_root=layers.private_root,
-                        seccomp=layers.seccomp)
+                        seccomp=layers.seccomp, ipc_limits=layers.ipc_limits)
     try:
         facts = _self_test(isolation)
     except SandboxError as error:
@@ -441,7 +441,9 @@ def _layers(isolation: Isolation, facts: Facts) -> list[tuple[str, bool, str]]:
         ("no network", facts.network_cut, "empty network namespace" if facts.network_cut
          else "no network namespace could be created"),
         ("private IPC namespace", isolation.ipc_namespace,
-         "System V objects deleted after each child" if isolation.ipc_namespace
+         "System V objects deleted after each child" + (
+             "; limits near zero (1 MiB of shared memory, 4 queues, 4 semaphore sets)"
+             if isolation.ipc_limits else "") if isolation.ipc_namespace
          else "no IPC namespace could be created"),
         ("no fork / no threads", facts.fork_blocked and facts.threads_blocked,
          "RLIMIT_NPROC=0 for a non-root uid" if facts.fork_blocked else
@@ -459,7 +461,9 @@ def _layers(isolation: Isolation, facts: Facts) -> list[tuple[str, bool, str]]:
          if isolation.pid_namespace else "no PID namespace could be created (at level 0 "
          "it needs root)" if isolation.level == 0 else "no PID namespace could be created"),
         ("seccomp filter", isolation.seccomp,
-         "no kernel keyrings; sync(2) and syncfs(2) do nothing" if isolation.seccomp
+         "signals only to itself; no ptrace, new namespaces, mounts, io_uring, userfaultfd, "
+         "bpf, perf_event_open, System V IPC or kernel keyrings; sync(2) and syncfs(2) do "
+         "nothing" if isolation.seccomp
          else "seccomp is unavailable (or an unknown architecture)"),
         ("CPU-time budget", True, "timeout_s of CPU, read from /proc by the parent; the wall "
          "clock (2 x timeout_s + 0.25 s) only as a backstop"),

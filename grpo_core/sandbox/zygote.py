@@ -40,11 +40,12 @@ class ZygoteLayers:
     pid_namespace: bool = False
     private_root: bool = False
     seccomp: bool = False
+    ipc_limits: bool = False
 
     def namespaces(self) -> tuple[bool, ...]:
         """The layers ``Isolation`` promises, in ``Isolation.promised()``'s order."""
         return (self.network_namespace, self.ipc_namespace, self.user_namespace,
-                self.pid_namespace, self.private_root, self.seccomp)
+                self.pid_namespace, self.private_root, self.seccomp, self.ipc_limits)
 
 
 class Zygote:
@@ -79,7 +80,8 @@ class Zygote:
             raise ZygoteError("the zygote did not start")
         info: dict[str, Any] = marshal.loads(self._read_exact(size))
         return ZygoteLayers(info["net"], info["ipc"], info["user"], info["ctypes"],
-                            info["version"], info["pid_ns"], info["fs"], info["seccomp"])
+                            info["version"], info["pid_ns"], info["fs"], info["seccomp"],
+                            info.get("ipc_limits", False))
 
     def spawn(self, spec: dict[str, Any], request_fd: int, result_fd: int) -> int:
         """Fork a child that will enter the sandbox described by ``spec``; returns its pid."""

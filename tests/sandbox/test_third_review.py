@@ -519,3 +519,54 @@ def test_a_clean_up_that_runs_long_keeps_its_slot_busy_not_the_caller(without_na
     assert result.uid not in host._slots_in_use
     assert leftovers(result.uid, without_namespaces.base_dir) == []
     assert run_tests(CORRECT, list(ADD_TESTS), isolation=without_namespaces).fraction == 1.0
+
+
+# ---------------------------------------------------------------- 3. memory no process holds
+
+PINNER = '''
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+def pinned():
+    """What the completion could make of System V memory: every call that did not fail."""
+    made = []
+    shm = libc.shmget(0, 1 << 30, 0o1600)
+    if shm >= 0:
+        made.append("shm")
+        address = libc.shmat(shm, None, 0)
+        if address not in (-1, 0xFFFFFFFFFFFFFFFF):
+            made.append("attached")
+    if libc.semget(0, 32000, 0o1600) >= 0:
+        made.append("sem")
+    if libc.msgget(0, 0o1600) >= 0:
+        made.append("msg")
+    return made
+def limits():
+    try:
+        return open("/proc/sys/kernel/shmmax").read().strip()
+    except OSError:
+        return None
+'''
+
+
+def test_system_v_memory_is_refused_to_the_candidate(isolation):
+    """1.5 GiB of shared memory and 1.2 GiB of semaphores, held by the kernel and in no
+    process's RSS: the filter refuses System V IPC, and the zygote's IPC namespace has
+    near-zero limits besides (where it may set them)."""
+    if not isolation.seccomp:
+        pytest.skip("seccomp is not available here")
+    result = run_tests(PINNER, ["assert pinned() == []"])
+    assert (result.verdicts, result.status) == ((True,), "ok"), result
+    if isolation.ipc_limits and isolation.pid_namespace:  # its own /proc shows its limits
+        assert run_tests(PINNER, ["assert limits() == '1048576'"]).fraction == 1.0
+
+
+def test_without_root_system_v_memory_is_refused_too():
+    script = ("import json\nfrom grpo_core.sandbox import get_isolation, run_tests\n"
+              f"code = {PINNER!r}\n"
+              "result = run_tests(code, ['assert pinned() == []'])\n"
+              "print(json.dumps({'seccomp': get_isolation().seccomp, "
+              "'verdicts': result.verdicts}))\n")
+    facts = run_as_ordinary_user(script)
+    if not facts["seccomp"]:
+        pytest.skip("no seccomp for an ordinary user here")
+    assert facts["verdicts"] == [True], facts
