@@ -48,8 +48,8 @@ def group_advantages(
     here such a group is set to exactly 0. TRL also accepts NaN ("unscorable") rewards; here
     they raise, because every course reward function returns a float.
     """
-    rewards = _as_reward_tensor(rewards)
-    group_size = _check_grouping(rewards, group_size, scale)
+    rewards = as_reward_tensor(rewards)
+    group_size = check_grouping(rewards, group_size, scale)
     grouped = rewards.view(-1, group_size)
     centered = grouped - grouped.mean(dim=1, keepdim=True)
     # rounding in the mean must not leak a signal out of a group with no variation
@@ -76,8 +76,8 @@ def flat_groups(rewards: Tensor | Sequence[float], group_size: int) -> Tensor:
     Returns:
         ``[B // group_size]`` bool.
     """
-    rewards = _as_reward_tensor(rewards)
-    return _flat(rewards.view(-1, _check_grouping(rewards, group_size, "group")))
+    rewards = as_reward_tensor(rewards)
+    return _flat(rewards.view(-1, check_grouping(rewards, group_size, "group")))
 
 
 def _flat(grouped: Tensor) -> Tensor:
@@ -85,7 +85,7 @@ def _flat(grouped: Tensor) -> Tensor:
     return (grouped == grouped[:, :1]).all(dim=1)
 
 
-def _as_reward_tensor(rewards: Tensor | Sequence[float]) -> Tensor:
+def as_reward_tensor(rewards: Tensor | Sequence[float]) -> Tensor:
     """``rewards`` as a 1-D floating tensor (integer or list input becomes float32)."""
     tensor = torch.as_tensor(rewards)
     if not tensor.is_floating_point():
@@ -97,8 +97,13 @@ def _as_reward_tensor(rewards: Tensor | Sequence[float]) -> Tensor:
     return tensor
 
 
-def _check_grouping(rewards: Tensor, group_size: int, scale: str) -> int:
-    """Validate the layout; return ``group_size`` as a plain int."""
+def check_grouping(rewards: Tensor, group_size: int, scale: str) -> int:
+    """Check that ``rewards`` ``[B]`` holds whole groups of ``group_size`` (laid out group after
+    group) and that ``scale`` is one of :data:`SCALES`; return ``group_size`` as a plain int.
+
+    Raises:
+        ValueError: a group size below 2, a batch that is not whole groups, an unknown scale.
+    """
     if scale not in SCALES:
         raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
     try:

@@ -26,6 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from grpo_core.checkpoints import checkpoint_step
 from grpo_core.experiments import (
     EXPERIMENTS,
     HACKING_PROXIES,
@@ -52,7 +53,6 @@ OPTIONS: dict[str, tuple[str, type]] = {
     "--loss-type": ("loss_type", str),
     "--scale": ("scale", str),
     "--seed": ("seed", int),
-    "--group-size": ("group_size", int),
     "--prompts-per-step": ("prompts_per_step", int),
     "--max-new-tokens": ("max_new_tokens", int),
     "--max-grad-norm": ("max_grad_norm", float),
@@ -82,8 +82,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-samples", action="store_true", help="do not write samples.jsonl")
     parser.add_argument("--plot-every", type=int, default=5, help="redraw curves.png every N steps")
     parser.add_argument("--negate", action="store_true", help="flip the reward's sign (demo)")
-    parser.add_argument("--k", type=int, default=None,
-                        help="mbpp, hacking: group size at the profile's completions per step")
+    parser.add_argument("--k", "--group-size", dest="k", type=int, default=None,
+                        help="the group size k (completions per prompt), at the profile's "
+                             "completions per step: prompts per step = completions / k, unless "
+                             "--prompts-per-step says otherwise")
     parser.add_argument("--proxy", choices=HACKING_PROXIES, default=None,
                         help=f"hacking: the proxy reward (default {HACKING_PROXIES[0]})")
     parser.add_argument("--reward", choices=LENGTH_REWARDS, default=None,
@@ -126,8 +128,6 @@ def make_experiment(name: str, profile: Profile, args: argparse.Namespace) -> Ex
     """The experiment ``name`` with the command line's experiment options."""
     options: dict[str, Any] = {"negate": args.negate}
     if args.k is not None:
-        if name == "length":
-            raise SystemExit("--k belongs to mbpp and hacking; length takes --group-size")
         options["k"] = args.k
     for option, owners in OWN_OPTIONS.items():
         value = getattr(args, option, None)
@@ -180,7 +180,7 @@ def fit_to_gpu(config: TrainConfig, model: Any, tokenizer: Any, experiment: Expe
 def run_experiment(args: argparse.Namespace) -> RunResult:
     """Load the profile's model, train the experiment, and write the curves."""
     from grpo_core.models import load_policy
-    from grpo_core.plots import LivePlot, save_curves
+    from grpo_core.plots import LivePlot
 
     if args.threads:
         import torch
@@ -195,8 +195,12 @@ def run_experiment(args: argparse.Namespace) -> RunResult:
     model, tokenizer = load_policy(profile)  # the precision plan's float32 master weights
     if profile.device == "cuda" and config.micro_batch_size is None:
         config = fit_to_gpu(config, model, tokenizer, experiment, profile)
+    # the steps a resumed run keeps (metrics.jsonl up to its checkpoint), so that curves.png,
+    # which only the live plot writes, shows the whole run
+    kept = [record for record in read_jsonl(out / METRICS_FILE, missing_ok=True)
+            if record.get("step", 0) <= (checkpoint_step(out) or 0)] if args.resume else []
     plot = LivePlot(every=args.plot_every, path=out / "curves.png", title=experiment.title,
-                    targets=experiment.targets, show=False)
+                    targets=experiment.targets, show=False, records=kept)
     extra = {"experiment": experiment.name, "profile": profile.name, "model_id": profile.model_id,
              "precision": precision_plan(profile).reason,
              "negate": args.negate, **experiment.notes,
@@ -207,10 +211,7 @@ def run_experiment(args: argparse.Namespace) -> RunResult:
                        resume=args.resume, progress=not args.quiet, extra_config=extra,
                        evaluate=experiment.evaluate)
     finally:
-        records = read_jsonl(out / METRICS_FILE, missing_ok=True)
-        if records:
-            save_curves(records, out / "curves.png", title=experiment.title,
-                        targets=experiment.targets)
+        plot.close()  # draws the steps since its last redraw, once
     return result
 
 

@@ -33,11 +33,21 @@ model, no training loop (notebooks 09 and 11).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_core.findings import (
+    FLAGGED,
+    NOT_MEASURED,
+    OK,
+    TRANSIENT,
+    Diagnosis,
+    Finding,
+    count_noun,
+    format_steps,
+)
 from grpo_core.run_files import (
     RecordedRun,
     StepMetrics,
@@ -46,9 +56,14 @@ from grpo_core.run_files import (
     series,
     training_records,
 )
-
-FLAGGED, TRANSIENT, OK, NOT_MEASURED = "flagged", "transient", "ok", "not measured"
-STATUSES = (FLAGGED, TRANSIENT, OK, NOT_MEASURED)
+from grpo_core.stats import (
+    Trend,
+    format_number,
+    format_span,
+    spearman,
+    trend,
+    z_score,
+)
 
 # symptom -> (metric that reveals it, what you see, the usual fix): notebook 11's table
 SYMPTOMS: dict[str, tuple[str, str, str]] = {
@@ -128,199 +143,6 @@ class Thresholds:
     kl_floor: float = 0.1
 
 
-@dataclass(frozen=True)
-class Finding:
-    """One symptom's verdict on one run.
-
-    Attributes:
-        symptom: a key of ``SYMPTOMS``.
-        status: ``"flagged"``, ``"transient"`` (seen early, gone by the end), ``"ok"`` or
-            ``"not measured"`` (the metric was not logged, or too few steps).
-        metric: the metric(s) read.
-        steps: the steps where the symptom shows (empty when it does not).
-        value: the telling number (a peak, a last-fifth mean...), or None.
-        evidence: one sentence with the numbers.
-        fix: the usual fix (``SYMPTOMS``).
-    """
-
-    symptom: str
-    status: str
-    metric: str
-    steps: tuple[int, ...] = ()
-    value: float | None = None
-    evidence: str = ""
-    fix: str = ""
-
-    def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
-
-    @property
-    def flagged(self) -> bool:
-        return self.status == FLAGGED
-
-    def __str__(self) -> str:
-        line = f"[{self.status.upper()}] {self.symptom}: {self.evidence}"
-        return line + (f"\n    fix: {self.fix}" if self.status in (FLAGGED, TRANSIENT) else "")
-
-
-@dataclass
-class Diagnosis:
-    """The findings of :func:`diagnose`, one per symptom, in ``SYMPTOMS`` order.
-
-    ``diagnosis["hacking"]`` is one finding, ``diagnosis.flagged`` the flagged ones,
-    ``diagnosis.to_table()`` a pandas DataFrame for a notebook. ``steps`` counts the training
-    steps read (a ``"step": 0`` evaluation record is not one).
-    """
-
-    findings: list[Finding]
-    run: str = ""
-    steps: int = 0
-    notes: list[str] = field(default_factory=list)
-
-    def __iter__(self) -> Iterator[Finding]:
-        return iter(self.findings)
-
-    def __len__(self) -> int:
-        return len(self.findings)
-
-    def __getitem__(self, symptom: str | int) -> Finding:
-        if isinstance(symptom, int):
-            return self.findings[symptom]
-        for finding in self.findings:
-            if finding.symptom == symptom:
-                return finding
-        raise KeyError(f"no finding for {symptom!r}; symptoms: {list(SYMPTOMS)}")
-
-    @property
-    def flagged(self) -> list[Finding]:
-        return [finding for finding in self.findings if finding.flagged]
-
-    @property
-    def symptoms(self) -> list[str]:
-        """The flagged symptoms' names."""
-        return [finding.symptom for finding in self.flagged]
-
-    def to_rows(self) -> list[dict[str, Any]]:
-        """One dict per finding (``steps`` as text, e.g. ``"1-4, 9"``)."""
-        return [{"run": self.run, "symptom": f.symptom, "status": f.status, "metric": f.metric,
-                 "steps": format_steps(f.steps), "value": f.value, "evidence": f.evidence,
-                 "fix": f.fix if f.status in (FLAGGED, TRANSIENT) else ""}
-                for f in self.findings]
-
-    def to_table(self):
-        """The findings as a ``pandas.DataFrame``, one row per symptom."""
-        import pandas as pd
-
-        return pd.DataFrame(self.to_rows())
-
-    def __str__(self) -> str:
-        flagged = ", ".join(self.symptoms) or "nothing"
-        head = f"{self.run or 'run'}: {_count(self.steps)}, flagged: {flagged}"
-        return "\n".join([head, *self.notes, *(str(finding) for finding in self.findings)])
-
-    def __repr__(self) -> str:
-        return f"Diagnosis(run={self.run!r}, steps={self.steps}, flagged={self.symptoms})"
-
-    def _repr_html_(self) -> str:
-        """In a notebook: a table coloured by status (``grpo_core.findings_html``)."""
-        from grpo_core.findings_html import diagnosis_html
-
-        return diagnosis_html(self)
-
-
-def _ranks(values: Sequence[float]) -> list[float]:
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    ranks = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):  # ties share their average rank
-            ranks[order[k]] = (i + j) / 2
-        i = j + 1
-    return ranks
-
-
-def spearman(x: Sequence[float], y: Sequence[float]) -> float:
-    """Spearman's rank correlation in [-1, 1]; 0 when either side is constant or too short."""
-    if len(x) != len(y):
-        raise ValueError(f"x and y differ in length: {len(x)} vs {len(y)}")
-    if len(x) < 2:
-        return 0.0
-    rx, ry = _ranks(x), _ranks(y)
-    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
-    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
-    vx = sum((a - mx) ** 2 for a in rx)
-    vy = sum((b - my) ** 2 for b in ry)
-    return 0.0 if vx == 0 or vy == 0 else cov / math.sqrt(vx * vy)
-
-
-@dataclass(frozen=True)
-class Trend:
-    """How a series moved: means of its first and last part (:func:`trend`), and
-    Spearman(step, value)."""
-
-    first: float
-    last: float
-    rho: float
-    n: int
-    first_steps: tuple[int, int]
-    last_steps: tuple[int, int]
-
-    @property
-    def change(self) -> float:
-        return self.last - self.first
-
-    def describe(self, key: str, digits: int = 3) -> str:
-        return (f"{key} {_fmt(self.first, digits)} ({_span(self.first_steps)}) -> "
-                f"{_fmt(self.last, digits)} ({_span(self.last_steps)}), "
-                f"Spearman(step, value) {self.rho:+.2f}")
-
-
-def trend(steps: Sequence[int], values: Sequence[float]) -> Trend:
-    """Means of the first and last fifth of the values and Spearman(step, value).
-
-    A short series (fewer than 10 values: a sparse held-out score) uses thirds instead
-    (rounded), so each end averages two values as soon as there are five.
-    """
-    if not values:
-        raise ValueError("trend of an empty series")
-    n = len(values)
-    window = max(1, n // 5 if n >= 10 else round(n / 3))
-    return Trend(first=sum(values[:window]) / window, last=sum(values[-window:]) / window,
-                 rho=spearman(list(steps), list(values)), n=len(values),
-                 first_steps=(steps[0], steps[window - 1]),
-                 last_steps=(steps[-window], steps[-1]))
-
-
-def _count(n: int, noun: str = "step") -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-def format_steps(steps: Sequence[int]) -> str:
-    """``[1, 2, 3, 7, 9, 10]`` -> ``"1-3, 7, 9-10"``."""
-    parts: list[str] = []
-    ordered = sorted(set(steps))
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    return ", ".join(parts)
-
-
-def _span(pair: tuple[int, int]) -> str:
-    return f"step {pair[0]}" if pair[0] == pair[1] else f"steps {pair[0]}-{pair[1]}"
-
-
-def _fmt(value: float, digits: int = 3) -> str:
-    return f"{value:.{digits}g}"
-
-
 def _finding(symptom: str, status: str, evidence: str, *, metric: str | None = None,
              steps: Sequence[int] = (), value: float | None = None) -> Finding:
     default_metric, _, fix = SYMPTOMS[symptom]
@@ -341,12 +163,12 @@ def _level_check(records: StepMetrics, symptom: str, key: str, high: float, t: T
     tail = trend(steps, values)
     if not hits:
         return _finding(symptom, OK, f"{key} stayed below {high:g} at all "
-                        f"{_count(len(values))} (max {_fmt(peak)} at step {peak_step})",
+                        f"{count_noun(len(values))} (max {format_number(peak)} at step {peak_step})",
                         value=peak)
     share = len(hits) / len(values)
-    where = (f"{key} >= {high:g} at {len(hits)} of {_count(len(values))} ({format_steps(hits)}), "
-             f"peak {_fmt(peak)} at step {peak_step}; mean over the last fifth "
-             f"({_span(tail.last_steps)}) {_fmt(tail.last)}")
+    where = (f"{key} >= {high:g} at {len(hits)} of {count_noun(len(values))} ({format_steps(hits)}), "
+             f"peak {format_number(peak)} at step {peak_step}; mean over the last fifth "
+             f"({format_span(tail.last_steps)}) {format_number(tail.last)}")
     if share >= t.persistent_share or tail.last >= high:
         return _finding(symptom, FLAGGED, f"{where}: {explain}", steps=hits, value=peak)
     return _finding(symptom, TRANSIENT, f"{where}: early only, gone by the end", steps=hits,
@@ -362,7 +184,7 @@ def check_no_signal(records: StepMetrics, t: Thresholds) -> Finding:
         grads = [g for g in grads if isinstance(g, (int, float))]
         if grads:
             finding = _replace(finding, evidence=finding.evidence + f"; grad_norm at those steps "
-                               f"{_fmt(sum(grads) / len(grads))} on average")
+                               f"{format_number(sum(grads) / len(grads))} on average")
     return finding
 
 
@@ -390,7 +212,7 @@ def check_length_gaming(records: StepMetrics, t: Thresholds, trained: Sequence[s
     if not lengths or not rewards:
         return _finding("length gaming", NOT_MEASURED, "needs reward and completion length")
     if len(lengths) < t.min_trend_points:
-        return _finding("length gaming", NOT_MEASURED, f"{_count(len(lengths))}: too few to "
+        return _finding("length gaming", NOT_MEASURED, f"{count_noun(len(lengths))}: too few to "
                         f"see a trend (needs {t.min_trend_points})", metric=key)
     length, reward = trend(steps, lengths), trend(r_steps, rewards)
     common = sorted(set(steps) & set(r_steps))
@@ -558,7 +380,7 @@ class HeldOutChange:
     def z(self) -> float | None:
         """``change / delta_sem`` (None when the standard error is 0): |z| >= 2 is a change
         unlikely under no change at all (about 5 % two-sided)."""
-        return self.change / self.delta_sem if self.delta_sem > 0 else None
+        return z_score(self.change, self.delta_sem)
 
 
 def held_out_change(records: StepMetrics, key: str) -> HeldOutChange | None:
@@ -574,47 +396,6 @@ def held_out_change(records: StepMetrics, key: str) -> HeldOutChange | None:
                          end_sem=sem_at.get(steps[-1]), delta_sem=ses[-1], end_step=steps[-1])
 
 
-@dataclass(frozen=True)
-class PairedDifference:
-    """The mean of per-problem differences ``a - b`` over the same held-out problems.
-
-    Attributes:
-        mean: the mean difference over the problems (notebook 08, eq. 8.5).
-        sem: its standard error, std (ddof = 1) of the differences / sqrt(problems): each
-            problem is one independent draw, and its difficulty cancels in its own difference.
-        problems: how many problems were paired.
-    """
-
-    mean: float
-    sem: float
-    problems: int
-
-    @property
-    def z(self) -> float | None:
-        """``mean / sem`` (None when the standard error is 0)."""
-        return self.mean / self.sem if self.sem > 0 else None
-
-
-def paired_difference(a: Mapping[Any, float], b: Mapping[Any, float]) -> PairedDifference:
-    """``a[p] - b[p]`` averaged over the problems ``p``, with its standard error.
-
-    ``a`` and ``b``: each problem's score, ``{problem id: mean over its samples}`` (two runs'
-    held-out scores at the same step, or one run's at two steps: ``Samples.problem_means``).
-    They must hold the same problems, at least two: a difference of different problems is not
-    paired.
-    """
-    if set(a) != set(b):
-        only = sorted(set(a) ^ set(b), key=str)[:5]
-        raise ValueError(f"a and b must score the same problems; only one has {only}")
-    if len(a) < 2:
-        raise ValueError(f"need at least 2 problems to pair, got {len(a)}")
-    differences = [a[p] - b[p] for p in a]
-    mean = math.fsum(differences) / len(differences)
-    spread = math.fsum((d - mean) ** 2 for d in differences) / (len(differences) - 1)
-    return PairedDifference(mean=mean, sem=math.sqrt(spread / len(differences)),
-                            problems=len(differences))
-
-
 def change_from_step0(records: StepMetrics, key: str) -> str:
     """``key`` at step 0 and at its last evaluation, the change, its standard error
     (``<key>/delta_sem`` of the last evaluation) and z = change / standard error; "" when the
@@ -623,9 +404,9 @@ def change_from_step0(records: StepMetrics, key: str) -> str:
     if moved is None:
         return ""
     z = f", z {moved.z:+.1f}" if moved.z is not None else ""
-    return (f"against step 0: {_fmt(moved.start)} -> {_fmt(moved.end)} at step "
+    return (f"against step 0: {format_number(moved.start)} -> {format_number(moved.end)} at step "
             f"{moved.end_step}, change {moved.change:+.3g} (standard error "
-            f"{_fmt(moved.delta_sem, 2)}{z})")
+            f"{format_number(moved.delta_sem, 2)}{z})")
 
 
 def _context(records: StepMetrics, true_score: str, trained: Sequence[str],
@@ -656,7 +437,7 @@ def check_collapse(records: StepMetrics, t: Thresholds) -> Finding:
                                if not v)
         return _finding("collapse", NOT_MEASURED, f"{missing} not logged")
     if len(entropy) < t.min_trend_points:
-        return _finding("collapse", NOT_MEASURED, f"{_count(len(entropy))}: too few to see a "
+        return _finding("collapse", NOT_MEASURED, f"{count_noun(len(entropy))}: too few to see a "
                         f"trend (needs {t.min_trend_points})")
     e, s = trend(e_steps, entropy), trend(s_steps, spread)
 
@@ -685,14 +466,14 @@ def check_kl(records: StepMetrics, t: Thresholds) -> Finding:
         median = earlier[len(earlier) // 2] if len(earlier) >= 3 else None
         if value >= t.kl_limit:
             hits.append(step)
-            reasons.append(f"step {step}: {_fmt(value)} >= {t.kl_limit:g}")
+            reasons.append(f"step {step}: {format_number(value)} >= {t.kl_limit:g}")
         elif median is not None and value >= max(t.kl_floor, t.kl_spike * max(median, 1e-12)):
             hits.append(step)
-            reasons.append(f"step {step}: {_fmt(value)}, {value / max(median, 1e-12):.0f}x "
-                           f"the median {_fmt(median)} of the steps before")
+            reasons.append(f"step {step}: {format_number(value)}, {value / max(median, 1e-12):.0f}x "
+                           f"the median {format_number(median)} of the steps before")
     peak = max(values)
     if not hits:
-        return _finding("KL blow-up", OK, f"kl peaked at {_fmt(peak)} (step "
+        return _finding("KL blow-up", OK, f"kl peaked at {format_number(peak)} (step "
                         f"{steps[values.index(peak)]}), no spike", value=peak)
     shown = "; ".join(reasons[:3]) + ("; ..." if len(reasons) > 3 else "")
     rising = _rising_rewards(records, hits)

@@ -28,11 +28,10 @@ Both standard errors need at least two problems; with one they are left out.
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -40,15 +39,65 @@ from torch import Tensor
 from grpo_core.rewards import RewardFn
 from grpo_core.rollout import chat_prompt, sample_group
 from grpo_core.scoring import call_reward, group_columns, reward_list, reward_name
+from grpo_core.stats import mean, problem_means, standard_error
 
-# evaluate(model, tokenizer, step) -> {"eval/<name>": value}: held-out measures (e.g. the true
-# score beside a proxy reward) that join the metrics of the steps they ran after (``train``'s
-# ``evaluate`` hook). Optional attributes that ``train`` uses when present (HeldOutEvaluator
-# has them all): ``bind(config)``, ``sample_rows(per_problem)``, ``state_dict()``,
-# ``load_state_dict(state)``.
-Evaluator = Callable[[Any, Any, int], dict[str, float]]
-# the suffixes of an eval/<fn> mean's standard errors (grpo_core.run_files.is_eval_stat)
-EVAL_STATS = ("sem", "delta_sem")
+
+@runtime_checkable
+class Evaluator(Protocol):
+    """``train``'s ``evaluate`` hook: held-out measures (e.g. the true score beside a proxy
+    reward) that join the metrics of the steps they ran after.
+
+    :class:`HeldOutEvaluator` is one; a plain ``evaluate(model, tokenizer, step)`` function
+    becomes one through :func:`as_evaluator`."""
+
+    def __call__(self, model: Any, tokenizer: Any, step: int) -> dict[str, float]:
+        """Evaluate ``model`` after ``step`` (0: the weights passed to ``train``)."""
+
+    def bind(self, config: Any) -> None:
+        """Take the run's sampling settings (its ``TrainConfig``) before the first call."""
+
+    def sample_rows(self, per_problem: int | None) -> list[dict[str, Any]]:
+        """The last call's completions for ``samples.jsonl`` (``per_problem`` of each
+        problem; None: all): ``{"prompt_id", "sample", "completion", "truncated", <fn>: value}``."""
+
+    def state_dict(self) -> dict[str, Any] | None:
+        """What a resumed run needs (``eval_state.json``); None: nothing to keep."""
+
+    def load_state_dict(self, state: dict[str, Any]) -> bool:
+        """Restore :meth:`state_dict`'s state; False when it does not fit this evaluator."""
+
+
+@dataclass
+class FunctionEvaluator:
+    """A plain ``evaluate(model, tokenizer, step) -> {name: value}`` function as an
+    :class:`Evaluator`: it keeps no completions and no state."""
+
+    function: Callable[[Any, Any, int], dict[str, float]]
+
+    def __call__(self, model: Any, tokenizer: Any, step: int) -> dict[str, float]:
+        return self.function(model, tokenizer, step)
+
+    def bind(self, config: Any) -> None:
+        return None
+
+    def sample_rows(self, per_problem: int | None) -> list[dict[str, Any]]:
+        return []
+
+    def state_dict(self) -> dict[str, Any] | None:
+        return None
+
+    def load_state_dict(self, state: dict[str, Any]) -> bool:
+        return False
+
+
+def as_evaluator(evaluate: Evaluator | Callable[[Any, Any, int], dict[str, float]]) -> Evaluator:
+    """``evaluate`` itself when it is an :class:`Evaluator`, else wrapped as one."""
+    if isinstance(evaluate, Evaluator):
+        return evaluate
+    if not callable(evaluate):
+        raise TypeError(f"evaluate must be callable as evaluate(model, tokenizer, step), "
+                        f"got {evaluate!r}")
+    return FunctionEvaluator(evaluate)
 
 
 @dataclass
@@ -159,45 +208,37 @@ def score_samples(
 # ----------------------------------------------------------------------------- standard errors
 
 
-def problem_means(scores: Tensor) -> Tensor:
-    """``[N, k]`` scores -> ``[N]`` float64: each problem's mean over its k samples."""
+def matrix_problem_means(scores: Tensor) -> list[float]:
+    """``[N, k]`` scores -> each problem's mean over its k samples (``stats.problem_means``)."""
     if scores.dim() != 2 or scores.numel() == 0:
         raise ValueError(f"scores must be a non-empty [problems, samples] matrix, got "
                          f"{tuple(scores.shape)}")
-    return scores.double().mean(dim=1)
+    return list(problem_means(dict(enumerate(scores.double().tolist()))).values())
 
 
-def standard_error(values: Tensor) -> float:
-    """The standard error of the mean of ``[N]`` independent values: std (ddof = 1) / sqrt(N).
-
-    NaN for fewer than two values (no spread to measure)."""
-    if values.numel() < 2:
-        return math.nan
-    return values.double().std(correction=1).item() / math.sqrt(values.numel())
-
-
-def eval_metrics(scores: dict[str, Tensor], baseline: dict[str, Tensor] | None = None,
+def eval_metrics(scores: dict[str, Tensor], baseline: dict[str, list[float]] | None = None,
                  prefix: str = "eval") -> dict[str, float]:
     """The held-out metrics of one evaluation from its ``{name: [N, k]}`` score matrices.
 
-    ``baseline``: ``{name: [N]}`` per-problem means at step 0 (same problems, same order);
+    ``baseline``: ``{name: N floats}`` per-problem means at step 0 (same problems, same order);
     with it, ``delta_sem`` is logged. Returns ``{"<prefix>/<name>": mean,
     "<prefix>/<name>/sem": ..., "<prefix>/<name>/delta_sem": ...}`` (the standard errors
     only with at least two problems).
     """
     metrics: dict[str, float] = {}
     for name, matrix in scores.items():
-        means = problem_means(matrix)
+        means = matrix_problem_means(matrix)
         key = f"{prefix}/{name}"
-        metrics[key] = matrix.double().mean().item()
-        if means.numel() >= 2:
+        metrics[key] = mean(matrix.double().flatten().tolist())
+        if len(means) >= 2:
             metrics[f"{key}/sem"] = standard_error(means)
             if baseline is not None and name in baseline:
-                before = baseline[name].double()
-                if before.shape != means.shape:
-                    raise ValueError(f"the step-0 means of {name!r} cover {before.numel()} "
-                                     f"problems, this evaluation {means.numel()}")
-                metrics[f"{key}/delta_sem"] = standard_error(means - before)
+                before = baseline[name]
+                if len(before) != len(means):
+                    raise ValueError(f"the step-0 means of {name!r} cover {len(before)} "
+                                     f"problems, this evaluation {len(means)}")
+                metrics[f"{key}/delta_sem"] = standard_error(
+                    [now - then for now, then in zip(means, before, strict=True)])
     return metrics
 
 
@@ -258,7 +299,7 @@ class HeldOutEvaluator:
             "system_message": system_message, "enable_thinking": enable_thinking,
             "stop_at": stop_at}
         self.bound: dict[str, Any] = {}
-        self.baseline: dict[str, Tensor] | None = None  # {name: [N]} per-problem means at step 0
+        self.baseline: dict[str, list[float]] | None = None  # per-problem means at step 0
         self.last: ScoredSamples | None = None
         self.last_step: int | None = None
 
@@ -283,7 +324,8 @@ class HeldOutEvaluator:
                                   prompts_per_batch=self.prompts_per_batch, **self.sampling())
         self.last, self.last_step = scored, step
         if step == 0:
-            self.baseline = {name: problem_means(values) for name, values in scored.scores.items()}
+            self.baseline = {name: matrix_problem_means(values)
+                             for name, values in scored.scores.items()}
         return eval_metrics(scored.scores, self.baseline, self.prefix)
 
     def sample_rows(self, per_problem: int | None = None) -> list[dict[str, Any]]:
@@ -307,7 +349,7 @@ class HeldOutEvaluator:
         return {"prompt_ids": list(self.prompt_ids), "samples_per_prompt": self.samples_per_prompt,
                 "seed": self.seed,
                 "baseline": None if self.baseline is None else
-                {name: means.tolist() for name, means in self.baseline.items()}}
+                {name: list(means) for name, means in self.baseline.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> bool:
         """Restore the step-0 means of :meth:`state_dict`; False (with a warning, nothing
@@ -321,27 +363,5 @@ class HeldOutEvaluator:
             return False
         baseline = state.get("baseline")
         self.baseline = None if baseline is None else {
-            name: torch.tensor(values, dtype=torch.float64) for name, values in baseline.items()}
+            name: [float(value) for value in values] for name, values in baseline.items()}
         return True
-
-
-def held_out_evaluator(
-    rows: Sequence[dict[str, Any]],
-    reward_funcs: Sequence[RewardFn],
-    *,
-    samples_per_prompt: int,
-    max_new_tokens: int | None = None,
-    temperature: float | None = None,
-    seed: int = 0,
-    prefix: str = "eval",
-    completions_per_batch: int = 16,
-) -> HeldOutEvaluator:
-    """A :class:`HeldOutEvaluator` (``train``'s ``evaluate`` hook) on ``rows``.
-
-    Every evaluation samples with the same seed, so two evaluations differ only because the
-    weights changed. Logged as ``<prefix>/<reward name>`` (e.g. ``eval/unit_test_reward``)
-    with ``/sem`` and ``/delta_sem`` beside it.
-    """
-    return HeldOutEvaluator(rows, reward_funcs, samples_per_prompt=samples_per_prompt,
-                            max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
-                            prefix=prefix, completions_per_batch=completions_per_batch)

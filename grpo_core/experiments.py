@@ -39,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from grpo_core import rewards
 from grpo_core.evaluation import Evaluator
 from grpo_core.loop import TrainConfig
 from grpo_core.profiles import Profile
@@ -88,20 +89,19 @@ LENGTH_REWARDS = ("length", "detail")
 
 
 def length_experiment(profile: Profile, negate: bool = False,
-                      reward: str = LENGTH_REWARDS[0]) -> Experiment:
+                      reward: str = LENGTH_REWARDS[0], k: int | None = None) -> Experiment:
     """Experiment 1: be close to 20 characters long (``grpo_core.rewards.length_reward``).
 
     Loop settings: the lecture's loss (``loss_type="grpo"``: each completion's log-prob
     averaged over its tokens, then over completions), no KL (beta = 0), one update per rollout.
     ``reward="detail"`` trains on experiment 1's prompts with ``detail_reward`` instead (a
     tenth of a point per distinct word): a reward that pays for length without naming it,
-    notebook 11's length-gaming run.
+    notebook 11's length-gaming run. ``k``: the group size, at the profile's completions per
+    step (:func:`k_sweep_sizes`), as in the other experiments.
     """
-    from grpo_core.rewards import detail_reward, length_reward
-
     if reward not in LENGTH_REWARDS:
         raise ValueError(f"unknown reward {reward!r}: choose one of {', '.join(LENGTH_REWARDS)}")
-    chosen = length_reward if reward == "length" else detail_reward
+    chosen = rewards.length_reward if reward == "length" else rewards.detail_reward
     chosen = negated(chosen) if negate else chosen
     if reward == "detail":
         title = "reward 0.1 per distinct word" + (" (sign flipped)" if negate else "")
@@ -112,7 +112,8 @@ def length_experiment(profile: Profile, negate: bool = False,
         name="length",
         prompts=read_jsonl(EXP1_PROMPTS),
         reward_funcs=[chosen],
-        overrides={"loss_type": "grpo", "beta": 0.0, "num_iterations": 1},
+        overrides={**(k_sweep_sizes(profile, k) if k is not None else {}),
+                   "loss_type": "grpo", "beta": 0.0, "num_iterations": 1},
         targets={} if negate or reward != "length" else {"completions/mean_chars": LENGTH_TARGET},
         title=f"experiment 1 ({profile.name}): {title}",
         notes={} if reward == "length" else {"reward": reward_name(chosen)},
@@ -153,7 +154,6 @@ HELD_OUT_EVAL: dict[str, EvalSize] = {
     "cpu": EvalSize(None, 2, 10),
     "gpu": EvalSize(50, 4, 20),
 }
-HACKING_EVAL = HELD_OUT_EVAL  # experiment 3 uses the same sizes (the former name)
 
 
 def eval_size(profile: Profile, samples: int | None = None) -> EvalSize:
@@ -328,8 +328,6 @@ def hacking_split(profile: Profile) -> tuple[list[dict[str, Any]], list[dict[str
 
 def hacking_proxy(name: str) -> RewardFn:
     """The proxy reward ``long_function`` or ``defines_function`` (``grpo_core.rewards``)."""
-    from grpo_core import rewards
-
     if name not in HACKING_PROXIES:
         raise ValueError(f"unknown proxy {name!r}: choose one of {', '.join(HACKING_PROXIES)}")
     return getattr(rewards, f"{name}_reward")

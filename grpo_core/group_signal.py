@@ -29,6 +29,8 @@ import torch
 from torch import Tensor
 
 from grpo_core.advantages import flat_groups
+from grpo_core.evaluation import score_samples
+from grpo_core.plots import DPI
 from grpo_core.scoring import reward_list, weighted_total
 
 
@@ -289,8 +291,6 @@ def signal_check(
     Returns:
         a :class:`SignalReport`; its ``scores`` are ``[len(rows), k]``.
     """
-    from grpo_core.evaluation import score_samples  # loads transformers
-
     missing = [i for i, row in enumerate(rows) if "prompt" not in row]
     if missing:
         raise ValueError(f"rows {missing[:5]} have no 'prompt' column; build one first "
@@ -320,7 +320,7 @@ def plot_signal(report: SignalReport, ks: Sequence[int] = (2, 4, 8, 16), *,
     """
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(11, 3.6), dpi=120, layout="constrained")  # as grpo_core.plots.DPI
+    fig = Figure(figsize=(11, 3.6), dpi=DPI, layout="constrained")
     left, right = fig.subplots(1, 2, width_ratios=[3, 2])
     order = torch.argsort(report.group_means, descending=True, stable=True).tolist()
     for x, index in enumerate(order):

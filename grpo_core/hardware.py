@@ -8,7 +8,8 @@ one row does not fit otherwise. The figures are estimates from the model's shape
 The precision (float32 master weights, bfloat16 or float16 autocast) is decided in
 ``grpo_core.precision``.
 
-Imports torch only inside :func:`lora_parameters`; everything else is arithmetic.
+Everything but :func:`lora_parameters` and :func:`plan_for_model` (which read a loaded model) is
+arithmetic on the model's shape.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from grpo_core.precision import Precision
+from grpo_core.rollout import chat_prompt
 
 GIB = 1024**3
 # usable fraction of the GPU's memory (the CUDA context, the allocator's fragmentation)
@@ -165,8 +167,6 @@ def plan_for_model(model: Any, tokenizer: Any, prompts: list[str], gpu_bytes: fl
     """:func:`memory_plan` for a loaded model, its trainable parameters (or the LoRA adapters
     ``lora_rank`` would add) and the longest of ``prompts`` after the chat template
     (``grpo_core.rollout.chat_prompt``)."""
-    from grpo_core.rollout import chat_prompt
-
     params = sum(p.numel() for p in model.parameters())
     trainable = (lora_parameters(model, lora_rank, lora_targets) if lora_rank else
                  sum(p.numel() for p in model.parameters() if p.requires_grad))

@@ -12,18 +12,18 @@ turns it off). Ctrl-C stops the run cleanly: the metrics are kept, a checkpoint 
 ``<out_dir>/checkpoint/``, and ``train(..., resume=True)`` continues from it with the next step
 number. An exception (e.g. in a reward function) also saves a checkpoint, then propagates.
 
-Imports the math, rollouts, rewards (``grpo_core.scoring`` calls them) and profiles; never the
-plots (a plot is passed in as a callback).
+The loop keeps the step and builds the rows; ``grpo_core.run_files`` writes the run folder's
+files (and reads them back) and ``grpo_core.checkpoints`` the checkpoint. Imports the math,
+rollouts, rewards (``grpo_core.scoring`` calls them), the evaluator's protocol and profiles;
+never the plots (a plot is passed in as a callback).
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import math
 import numbers
 import random
-import shutil
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -36,31 +36,31 @@ import torch
 from torch import Tensor
 
 from grpo_core.advantages import SCALES, flat_groups, group_advantages
+from grpo_core.checkpoints import checkpoint_step, restore_checkpoint, save_checkpoint
+from grpo_core.evaluation import Evaluator, as_evaluator
 from grpo_core.logprobs import token_logprobs
-from grpo_core.lora import adapter_disabled, add_lora, has_adapter, load_adapter_weights
+from grpo_core.lora import adapter_disabled, add_lora, has_adapter
 from grpo_core.loss import LOSS_TYPES, grpo_loss, masked_mean
 from grpo_core.precision import HALF_DTYPES, config_fields, precision_plan
 from grpo_core.profiles import Profile
 from grpo_core.rewards import RewardFn
 from grpo_core.rollout import Rollout, chat_prompt, sample_group, stop_rule
 from grpo_core.run_files import (
-    CONFIG_FILE,
     EVAL_STATE_FILE,
     METRICS_FILE,
     SAMPLES_FILE,
-    read_jsonl,
+    JsonlLog,
+    read_eval_state,
     sample_record,
+    write_config,
+    write_eval_state,
 )
 from grpo_core.scoring import compute_rewards, group_columns, reward_list, reward_name
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from grpo_core.evaluation import Evaluator
-
 Callback = Callable[[dict[str, Any]], Any]
-CHECKPOINT_DIR = "checkpoint"
-STATE_FILE = "trainer_state.json"
 
 
 @dataclass
@@ -306,9 +306,8 @@ def make_rollout(run: _Run, step: int) -> Batch:
     scored = time.perf_counter()
     advantages = group_advantages(total, cfg.group_size, scale=cfg.scale)
     device = rollout.completion_ids.device
-    input_ids = torch.cat([rollout.prompt_ids, rollout.completion_ids], dim=1)
-    attention_mask = torch.cat([rollout.prompt_mask, rollout.completion_mask], dim=1)
-    batch = Batch(rollout, input_ids, attention_mask, advantages.to(device), None, None,
+    batch = Batch(rollout, rollout.input_ids, rollout.attention_mask, advantages.to(device),
+                  None, None,
                   rollout_metrics(rollout, total, per_fn, cfg.group_size), chosen, total, per_fn)
     if cfg.num_iterations > 1:
         batch.old_logps = frozen_logps(run, run.model, batch)
@@ -555,156 +554,62 @@ def make_reference(model: Any, beta: float) -> Any:
     return reference
 
 
-# ----------------------------------------------------------------------------- files
+# ----------------------------------------------------------------------------- rows for the run folder
 
 
-class MetricsLog:
-    """``metrics.jsonl``: one JSON object per step, flushed as soon as it is written."""
-
-    file_name = METRICS_FILE
-
-    def __init__(self, out_dir: Path | None, keep_up_to: int | None):
-        self.path = None if out_dir is None else Path(out_dir) / self.file_name
-        self._file = None
-        self.kept: list[dict[str, Any]] = []
-        if self.path is None:
-            return
-        self.kept = [r for r in read_jsonl(self.path, missing_ok=True)
-                     if keep_up_to and r.get("step", 0) <= keep_up_to]
-        self._file = self.path.open("w")
-        for record in self.kept:
-            self.write(record)
-
-    def has_step(self, step: int) -> bool:
-        """Whether a record of ``step`` was kept from the run this one resumes."""
-        return any(record.get("step") == step for record in self.kept)
-
-    def write_first(self, records: Sequence[dict[str, Any]]) -> None:
-        """Write ``records`` before the kept ones (the step-0 evaluation of a run resumed
-        from one that had none): the file is rewritten, records first."""
-        if self._file is None:
-            return
-        self._file.close()
-        self._file = self.path.open("w")
-        for record in [*records, *self.kept]:
-            self.write(record)
-
-    def write(self, record: dict[str, Any]) -> None:
-        if self._file is not None:
-            self._file.write(json.dumps(record) + "\n")
-            self._file.flush()
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
+def training_sample_rows(run: _Run, batch: Batch, step: int) -> list[dict[str, Any]]:
+    """The rollout's completions, sampled at ``step``, with their rewards and advantages:
+    ``samples.jsonl`` rows (``grpo_core.run_files.sample_record``)."""
+    rollout, k = batch.rollout, batch.rollout.group_size
+    advantages = batch.advantages.detach().float().cpu().tolist()
+    total = batch.total.tolist()
+    per_fn = {name: values.tolist() for name, values in batch.per_fn.items()}
+    rows = []
+    for index, text in enumerate(rollout.texts):
+        row = batch.prompt_rows[index // k]
+        rows.append(sample_record(
+            step, "train", run.prompt_id(row), index % k, text,
+            truncated=bool(rollout.truncated[index]),
+            values={name: values[index] for name, values in per_fn.items()},
+            max_chars=run.config.samples_max_chars,
+            prompt=None if "task_id" in row else row["prompt"],
+            reward=total[index], advantage=advantages[index]))
+    return rows
 
 
-class SamplesLog(MetricsLog):
-    """``samples.jsonl``: one row per completion (``grpo_core.run_files.sample_record``).
-
-    Like ``metrics.jsonl`` it keeps, on resume, the rows up to the checkpoint's step and drops
-    the later ones (they are sampled again). ``out_dir=None`` (or ``keep_samples=False``)
-    writes nothing.
-    """
-
-    file_name = SAMPLES_FILE
-
-    def __init__(self, out_dir: Path | None, keep_up_to: int | None, config: TrainConfig):
-        self.config = config
-        super().__init__(out_dir if config.keep_samples else None, keep_up_to)
-
-    def training(self, run: _Run, batch: Batch, step: int) -> None:
-        """The rollout's completions, sampled at ``step``, with their rewards and advantages."""
-        if self._file is None:
-            return
-        rollout, k = batch.rollout, batch.rollout.group_size
-        advantages = batch.advantages.detach().float().cpu().tolist()
-        total = batch.total.tolist()
-        per_fn = {name: values.tolist() for name, values in batch.per_fn.items()}
-        for index, text in enumerate(rollout.texts):
-            row = batch.prompt_rows[index // k]
-            self.write(sample_record(
-                step, "train", run.prompt_id(row), index % k, text,
-                truncated=bool(rollout.truncated[index]),
-                values={name: values[index] for name, values in per_fn.items()},
-                max_chars=self.config.samples_max_chars,
-                prompt=None if "task_id" in row else row["prompt"],
-                reward=total[index], advantage=advantages[index]))
-
-    def held_out(self, evaluate: Any, step: int) -> None:
-        """The completions of the evaluation that just ran, when the evaluator keeps them
-        (``sample_rows``: ``HeldOutEvaluator`` does)."""
-        rows_of = getattr(evaluate, "sample_rows", None)
-        if self._file is None or not callable(rows_of):
-            return
-        for row in rows_of(self.config.samples_eval_per_problem):
-            row = dict(row)
-            fixed = {name: row.pop(name) for name in ("prompt_id", "sample", "completion",
-                                                      "truncated")}
-            self.write(sample_record(step, "held_out", fixed["prompt_id"], fixed["sample"],
-                                     fixed["completion"], truncated=fixed["truncated"],
-                                     values=row, max_chars=self.config.samples_max_chars))
+def held_out_sample_rows(run: _Run, step: int) -> list[dict[str, Any]]:
+    """The completions of the evaluation that just ran (the evaluator's ``sample_rows``), as
+    ``samples.jsonl`` rows."""
+    rows = []
+    for row in run.evaluate.sample_rows(run.config.samples_eval_per_problem):
+        row = dict(row)
+        fixed = {name: row.pop(name) for name in ("prompt_id", "sample", "completion",
+                                                  "truncated")}
+        rows.append(sample_record(step, "held_out", fixed["prompt_id"], fixed["sample"],
+                                  fixed["completion"], truncated=fixed["truncated"],
+                                  values=row, max_chars=run.config.samples_max_chars))
+    return rows
 
 
-def save_checkpoint(run: _Run, out_dir: Path, step: int) -> Path:
-    """Write model, tokenizer, optimizer and step to ``<out_dir>/checkpoint`` (atomically)."""
-    final = Path(out_dir) / CHECKPOINT_DIR
-    staging = final.with_name(CHECKPOINT_DIR + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    run.model.save_pretrained(staging)  # a LoRA model saves its adapters only
-    run.tokenizer.save_pretrained(staging)
-    torch.save(run.optimizer.state_dict(), staging / "optimizer.pt")
-    state = {"step": step, "config": _jsonable(asdict(run.config))}
-    (staging / STATE_FILE).write_text(json.dumps(state, indent=1))
-    shutil.rmtree(final, ignore_errors=True)
-    staging.rename(final)
-    return final
-
-
-def checkpoint_step(out_dir: Path | str) -> int | None:
-    """The step saved in ``<out_dir>/checkpoint``, or None when there is none."""
-    state = Path(out_dir) / CHECKPOINT_DIR / STATE_FILE
-    return json.loads(state.read_text())["step"] if state.exists() else None
-
-
-def restore_checkpoint(run: _Run, out_dir: Path) -> int:
-    """Load the checkpoint's weights and optimizer state into ``run``; return its step."""
-    folder = Path(out_dir) / CHECKPOINT_DIR
-    if has_adapter(run.model):
-        load_adapter_weights(run.model, folder)
-    else:
-        dtype = next(run.model.parameters()).dtype
-        saved = type(run.model).from_pretrained(folder, dtype=dtype)
-        run.model.load_state_dict(saved.state_dict())
-        del saved
-    optimizer_file = folder / "optimizer.pt"
-    if optimizer_file.exists():
-        run.optimizer.load_state_dict(torch.load(optimizer_file, weights_only=True))
-    return json.loads((folder / STATE_FILE).read_text())["step"]
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    return repr(value)
-
-
-def write_config(out_dir: Path, config: TrainConfig, run: _Run, extra: dict[str, Any]) -> None:
-    """``config.json``: the loop's settings, the reward functions, and what the caller adds."""
-    record = {
-        **_jsonable(extra),
-        "train": _jsonable(asdict(config)),
+def config_record(run: _Run, extra: dict[str, Any]) -> dict[str, Any]:
+    """``config.json``'s content: the loop's settings, the reward functions, what the caller
+    adds (``extra``)."""
+    return {
+        **extra,
+        "train": asdict(run.config),
         "reward_funcs": [reward_name(fn) for fn in run.reward_funcs],
         "reward_weights": run.reward_weights,
         "num_prompts": len(run.rows),
         "model": Path(getattr(run.model.config, "_name_or_path", "") or type(run.model).__name__).name,
         "torch": torch.__version__,
     }
-    (Path(out_dir) / CONFIG_FILE).write_text(json.dumps(record, indent=1) + "\n")
+
+
+def save_run_checkpoint(run: _Run, out_dir: Path, step: int) -> Path:
+    """The run's weights, tokenizer, optimizer and settings at ``step``
+    (``grpo_core.checkpoints``)."""
+    return save_checkpoint(out_dir, step, run.model, run.tokenizer, run.optimizer,
+                           asdict(run.config))
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -743,7 +648,8 @@ def train(
             is loaded, so pass the base model.
         progress: show a tqdm bar with the step and the reward.
         extra_config: more fields for ``config.json`` (experiment name, profile...).
-        evaluate: ``evaluate(model, tokenizer, step) -> {name: value}``, run in eval mode
+        evaluate: an ``grpo_core.evaluation.Evaluator`` (``HeldOutEvaluator``), or a plain
+            ``evaluate(model, tokenizer, step) -> {name: value}`` function, run in eval mode
             without gradients on the sampling model (``sampling_dtype``'s copy, or the
             policy) at step 0, after every ``config.eval_every``-th step and after the last
             one. Step 0 is the model passed in, before any update and before a checkpoint is
@@ -751,19 +657,19 @@ def train(
             first in ``metrics.jsonl``, which also reaches ``callbacks`` and
             ``RunResult.metrics`` (it has no ``reward``); a resumed run whose metrics have
             that line does not evaluate step 0 again. The other evaluations' values join
-            their step's metrics. When ``evaluate`` has them (``HeldOutEvaluator`` does),
-            ``bind(config)`` is called first, ``sample_rows`` gives the completions for
-            ``samples.jsonl``, and ``state_dict``/``load_state_dict`` keep its step-0
-            per-problem means in ``<out_dir>/eval_state.json`` across a resume.
+            their step's metrics. Its ``bind(config)`` is called first, ``sample_rows`` gives
+            the completions for ``samples.jsonl``, and ``state_dict``/``load_state_dict`` keep
+            its step-0 per-problem means in ``<out_dir>/eval_state.json`` across a resume (a
+            plain function has none of these: ``evaluation.as_evaluator``).
 
     Returns:
         A :class:`RunResult`. Ctrl-C returns one with ``stopped="interrupted"``; any other
         exception saves what it can and propagates.
     """
     run = _start(model, tokenizer, prompts, reward_funcs, config, reward_weights)
-    run.evaluate = evaluate
-    if callable(getattr(evaluate, "bind", None)):
-        evaluate.bind(config)
+    run.evaluate = None if evaluate is None else as_evaluator(evaluate)
+    if run.evaluate is not None:
+        run.evaluate.bind(config)
     out = None if out_dir is None else Path(out_dir)
     run.out_dir = out
     resume_from = 0
@@ -771,17 +677,19 @@ def train(
         out.mkdir(parents=True, exist_ok=True)
         if resume:
             resume_from = checkpoint_step(out) or 0
-        write_config(out, config, run, {**(extra_config or {}), "resumed_from_step": resume_from})
-    log = MetricsLog(out, keep_up_to=resume_from)
-    samples = SamplesLog(out, keep_up_to=resume_from, config=config)
-    if resume_from:
+        write_config(out, config_record(run, {**(extra_config or {}),
+                                              "resumed_from_step": resume_from}))
+    log = JsonlLog(None if out is None else out / METRICS_FILE, keep_up_to=resume_from)
+    samples = JsonlLog(out / SAMPLES_FILE if out is not None and config.keep_samples else None,
+                       keep_up_to=resume_from)
+    if resume_from and run.evaluate is not None:
         _load_eval_state(run, out, log)
     result = RunResult(run.model, run.ref_model, step=0, out_dir=out)
     try:
         if run.evaluates_at(0) and not log.has_step(0):  # on the weights passed in
             _evaluate_base(run, result, log, samples, callbacks)
         if resume_from:  # result.step stays 0 until the weights are the checkpoint's
-            result.step = restore_checkpoint(run, out)
+            result.step = restore_checkpoint(out, run.model, run.optimizer)
             run.refresh_sampler()
         _steps(run, result, log, samples, callbacks, progress)
     except KeyboardInterrupt:
@@ -797,7 +705,7 @@ def train(
     return result
 
 
-def _evaluate_base(run: _Run, result: RunResult, log: MetricsLog, samples: SamplesLog,
+def _evaluate_base(run: _Run, result: RunResult, log: JsonlLog, samples: JsonlLog,
                    callbacks) -> None:
     """Step 0: evaluate the weights passed in, and write the ``"step": 0`` line first."""
     record = {"step": 0, **evaluate_step(run, 0, samples)}
@@ -807,28 +715,30 @@ def _evaluate_base(run: _Run, result: RunResult, log: MetricsLog, samples: Sampl
         callback(record)
 
 
-def evaluate_step(run: _Run, step: int, samples: SamplesLog) -> dict[str, float]:
+def evaluate_step(run: _Run, step: int, samples: JsonlLog) -> dict[str, float]:
     """:func:`run_evaluation`, then keep its completions (``samples.jsonl``) and its state
-    (``eval_state.json``) when the evaluator offers them."""
+    (``eval_state.json``) when the evaluator has them."""
     values = run_evaluation(run, step)
-    samples.held_out(run.evaluate, step)
-    state_of = getattr(run.evaluate, "state_dict", None)
-    if run.out_dir is not None and callable(state_of):
-        (run.out_dir / EVAL_STATE_FILE).write_text(json.dumps(state_of()) + "\n")
+    if samples.writing:
+        for row in held_out_sample_rows(run, step):
+            samples.write(row)
+    state = run.evaluate.state_dict()
+    if run.out_dir is not None and state is not None:
+        write_eval_state(run.out_dir, state)
     return values
 
 
-def _load_eval_state(run: _Run, out: Path, log: MetricsLog) -> None:
+def _load_eval_state(run: _Run, out: Path, log: JsonlLog) -> None:
     """On resume: give the evaluator back its step-0 means (for ``delta_sem``)."""
-    load = getattr(run.evaluate, "load_state_dict", None)
-    if not callable(load):
+    if run.evaluate.state_dict() is None:  # an evaluator that keeps no state
         return
-    state = out / EVAL_STATE_FILE
-    if state.exists():
-        load(json.loads(state.read_text()))
+    state = read_eval_state(out)
+    if state is not None:
+        run.evaluate.load_state_dict(state)
     elif log.has_step(0):
-        warnings.warn(f"{state} is missing: the held-out evaluator does not know step 0's "
-                      "per-problem means, so delta_sem is not logged in this run", stacklevel=3)
+        warnings.warn(f"{out / EVAL_STATE_FILE} is missing: the held-out evaluator does not "
+                      "know step 0's per-problem means, so delta_sem is not logged in this run",
+                      stacklevel=3)
 
 
 def _start(model, tokenizer, prompts, reward_funcs, config, reward_weights) -> _Run:
@@ -871,7 +781,7 @@ def _require_float32_master_weights(params: list[Tensor]) -> None:
             "half-precision matmuls")
 
 
-def _steps(run: _Run, result: RunResult, log: MetricsLog, samples: SamplesLog, callbacks,
+def _steps(run: _Run, result: RunResult, log: JsonlLog, samples: JsonlLog, callbacks,
            progress: bool) -> None:
     from tqdm.auto import tqdm
 
@@ -889,8 +799,9 @@ def _steps(run: _Run, result: RunResult, log: MetricsLog, samples: SamplesLog, c
                 batch = make_rollout(run, step)
             record = {"step": step, **batch.metrics, **update(run, batch), "iteration": iteration}
             record["step_time"] = time.perf_counter() - started
-            if fresh:
-                samples.training(run, batch, step)
+            if fresh and samples.writing:
+                for row in training_sample_rows(run, batch, step):
+                    samples.write(row)
             if run.evaluates_at(step):
                 record.update(evaluate_step(run, step, samples))
             log.write(record)
@@ -901,8 +812,8 @@ def _steps(run: _Run, result: RunResult, log: MetricsLog, samples: SamplesLog, c
             bar.update(1)
             bar.set_postfix(reward=f"{record['reward']:.3g}",
                             chars=f"{record['completions/mean_chars']:.0f}")
-            if cfg.save_every and step % cfg.save_every == 0 and log.path is not None:
-                save_checkpoint(run, log.path.parent, step)
+            if cfg.save_every and step % cfg.save_every == 0 and run.out_dir is not None:
+                save_run_checkpoint(run, run.out_dir, step)
     finally:
         bar.close()
 
@@ -925,11 +836,11 @@ def run_evaluation(run: _Run, step: int) -> dict[str, float]:
     return checked
 
 
-def _finish(run: _Run, result: RunResult, logs: Sequence[MetricsLog], out: Path | None) -> None:
+def _finish(run: _Run, result: RunResult, logs: Sequence[JsonlLog], out: Path | None) -> None:
     for log in logs:
         log.close()
     run.model.eval()
     run.optimizer.zero_grad(set_to_none=True)
     if out is not None and run.config.save_checkpoint and result.step > 0:
-        save_checkpoint(run, out, result.step)
+        save_run_checkpoint(run, out, result.step)
 

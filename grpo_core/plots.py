@@ -24,12 +24,11 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from grpo_core.diagnosis import find_true_score, trained_rewards
+from grpo_core.findings import Diagnosis
 from grpo_core.run_files import RecordedRun, StepMetrics, eval_mean_keys, load_run, series
-
-if TYPE_CHECKING:
-    from grpo_core.diagnosis import Diagnosis
 
 # (title, metric keys on the left axis, metric key on a right axis or None)
 PANELS: list[tuple[str, list[str], str | None]] = [
@@ -219,6 +218,7 @@ class LivePlot:
         path: a PNG to write (``curves.png``); None in a notebook means "only show it".
         title, targets: as in :func:`plot_metrics`.
         show: force (True) or forbid (False) notebook display; None detects a notebook.
+        records: steps drawn before any :meth:`update` (a resumed run's earlier steps).
     """
 
     def __init__(
@@ -229,13 +229,14 @@ class LivePlot:
         title: str | None = None,
         targets: dict[str, float] | None = None,
         show: bool | None = None,
+        records: StepMetrics = (),
     ):
         if every < 1:
             raise ValueError(f"every must be >= 1, got {every}")
         self.every, self.title, self.targets = every, title, targets
         self.path = None if path is None else Path(path)
         self.show = in_notebook() if show is None else show
-        self.records: list[dict[str, Any]] = []
+        self.records: list[dict[str, Any]] = [dict(record) for record in records]
         self._handle = None
         self._drawn = 0
 
@@ -367,8 +368,6 @@ def held_out_labels(records: StepMetrics, config: Mapping[str, Any] | None = Non
     the run did not train on) and which the run trained on: ``{"eval/unit_test_reward":
     "unit_test_reward (true score)", ...}``. ``config``: the run's ``config.json``, which
     names the rewards trained on (else they are read from the metrics)."""
-    from grpo_core.diagnosis import find_true_score, trained_rewards
-
     trained = trained_rewards(records, dict(config) if config else None)
     try:
         true_score = find_true_score(records, trained)

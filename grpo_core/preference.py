@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from grpo_core.advantages import _as_reward_tensor, _check_grouping
+from grpo_core.advantages import as_reward_tensor, check_grouping
 
 
 def dpo_loss(
@@ -84,8 +84,8 @@ def preference_pairs(rewards: Tensor | list[float], group_size: int) -> tuple[Te
         ``(chosen, rejected)``: ``[N]`` int64 row indices into the batch each, ``N`` <= the
         number of groups.
     """
-    rewards = _as_reward_tensor(rewards)
-    size = _check_grouping(rewards, group_size, "group")
+    rewards = as_reward_tensor(rewards)
+    size = check_grouping(rewards, group_size, "group")
     grouped = rewards.view(-1, size)
     offsets = torch.arange(grouped.size(0)) * size
     varied = grouped.max(dim=1).values > grouped.min(dim=1).values

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from grpo_core.logprobs import completion_mask
+from grpo_core.logprobs import completion_mask, token_logprobs
 from grpo_core.profiles import Profile
 
 if TYPE_CHECKING:
@@ -60,6 +60,17 @@ class Rollout:
     def lengths(self) -> Tensor:
         """``[B]`` completion lengths in tokens (EOS included)."""
         return self.completion_mask.sum(dim=1)
+
+    @property
+    def input_ids(self) -> Tensor:
+        """``[B, P + C]`` each prompt followed by its completion: what a log-prob pass reads
+        (``grpo_core.logprobs.token_logprobs`` scores the last ``C`` positions)."""
+        return torch.cat([self.prompt_ids, self.completion_ids], dim=1)
+
+    @property
+    def attention_mask(self) -> Tensor:
+        """``[B, P + C]`` the prompt's padding mask followed by the completion's mask."""
+        return torch.cat([self.prompt_mask, self.completion_mask], dim=1)
 
 
 def chat_prompt(
@@ -356,3 +367,14 @@ def sample_for_profile(
         top_p=profile.top_p,
         seed=profile.seed if seed is None else seed,
     )
+
+
+def completion_logprobs(model: PreTrainedModel, rollout: Rollout,
+                        temperature: float = 1.0) -> Tensor:
+    """``[B, C]`` per-token log-probs of ``rollout``'s completions under ``model`` as it is
+    now, without gradient (``grpo_core.logprobs.token_logprobs`` on prompt + completion): how
+    a step changed what the model thinks of the same completions (notebook 02). Training
+    calls ``token_logprobs`` itself, with gradient."""
+    with torch.no_grad():
+        return token_logprobs(model, rollout.input_ids, rollout.attention_mask,
+                              rollout.completion_ids.size(1), temperature=temperature)

@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grpo_core.stats import problem_means
+
 PACKAGE_DATA = Path(__file__).resolve().parent / "data"
 EXP1_PROMPTS = PACKAGE_DATA / "prompts_exp1.jsonl"
 PROBLEMS_FILE = PACKAGE_DATA / "problems.jsonl"
@@ -180,7 +182,7 @@ class Samples:
     def problem_means(self, name: str, step: int, split: str = "held_out") -> dict[Any, float]:
         """Each problem's mean ``name`` (a reward function's value) over its rows of ``split``
         at ``step``: ``{prompt_id: mean}``, the per-problem scores a paired comparison needs
-        (``grpo_core.diagnosis.paired_difference``). Empty when no row matches; a matching row
+        (``grpo_core.stats.paired_difference``). Empty when no row matches; a matching row
         without ``name`` raises KeyError."""
         values: dict[Any, list[float]] = {}
         for row in self.select(split=split, step=step):
@@ -188,7 +190,7 @@ class Samples:
                 raise KeyError(f"a {split} row of step {step} has no {name!r}; it has "
                                f"{sorted(k for k in row if isinstance(row[k], (int, float)))}")
             values.setdefault(row.get("prompt_id"), []).append(float(row[name]))
-        return {pid: math.fsum(v) / len(v) for pid, v in values.items()}
+        return problem_means(values)
 
     @property
     def steps(self) -> list[int]:
@@ -249,6 +251,93 @@ def sample_record(
     if advantage is not None:
         record["advantage"] = _rounded(advantage)
     return record
+
+
+# ----------------------------------------------------------------------------- writing a run
+
+
+class JsonlLog:
+    """A run's ``metrics.jsonl`` or ``samples.jsonl``, written a row at a time and flushed at
+    once, so a run stopped at any moment keeps every row written before.
+
+    Opening one for a resumed run keeps the rows up to the checkpoint's step (``keep_up_to``)
+    and drops the later ones (they are computed again). ``path=None`` writes nothing.
+    """
+
+    def __init__(self, path: Path | None, keep_up_to: int | None):
+        self.path = path
+        self._file = None
+        self.kept: list[dict[str, Any]] = []
+        if path is None:
+            return
+        self.kept = [r for r in read_jsonl(path, missing_ok=True)
+                     if keep_up_to and r.get("step", 0) <= keep_up_to]
+        self._file = path.open("w")
+        for record in self.kept:
+            self.write(record)
+
+    @property
+    def writing(self) -> bool:
+        """Whether rows go anywhere (callers skip building rows nobody keeps)."""
+        return self._file is not None
+
+    def has_step(self, step: int) -> bool:
+        """Whether a row of ``step`` was kept from the run this one resumes."""
+        return any(record.get("step") == step for record in self.kept)
+
+    def write_first(self, records: Sequence[dict[str, Any]]) -> None:
+        """Write ``records`` before the kept ones (the step-0 evaluation of a run resumed
+        from one that had none): the file is rewritten, records first."""
+        if self._file is None:
+            return
+        self._file.close()
+        self._file = self.path.open("w")
+        for record in [*records, *self.kept]:
+            self.write(record)
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self._file is not None:
+            self._file.write(json.dumps(record) + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with every dict key a string and anything JSON cannot hold as its ``repr``."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return repr(value)
+
+
+def write_config(out_dir: Path | str, record: dict[str, Any]) -> Path:
+    """``<out_dir>/config.json``: how the run was made (the loop's settings, the command...)."""
+    path = Path(out_dir) / CONFIG_FILE
+    path.write_text(json.dumps(jsonable(record), indent=1) + "\n")
+    return path
+
+
+def write_eval_state(out_dir: Path | str, state: dict[str, Any]) -> Path:
+    """``<out_dir>/eval_state.json``: the held-out evaluator's state (its step-0 per-problem
+    means), so a resumed run goes on logging ``delta_sem``."""
+    path = Path(out_dir) / EVAL_STATE_FILE
+    path.write_text(json.dumps(state) + "\n")
+    return path
+
+
+def read_eval_state(out_dir: Path | str) -> dict[str, Any] | None:
+    """What :func:`write_eval_state` wrote, or None when the run has no such file."""
+    path = Path(out_dir) / EVAL_STATE_FILE
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+# ----------------------------------------------------------------------------- reading metrics
 
 
 def is_eval_stat(key: str) -> bool:

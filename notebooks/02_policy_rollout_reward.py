@@ -133,7 +133,7 @@ print("as probabilities:  ", toy_seq_logp.exp().numpy().round(4), "= 0.5·0.2·0
 
 # %%
 from grpo_core.models import load_policy
-from grpo_core.rollout import chat_prompt, sample_group
+from grpo_core.rollout import chat_prompt, completion_logprobs, sample_group
 
 start = time.perf_counter()
 model, tokenizer = load_policy(profile)
@@ -148,16 +148,7 @@ print(f"{n_samples} samples of the same prompt in {time.perf_counter() - start:.
       f"{len(set(samples.texts))} different texts")
 
 
-def batch_logprobs(rollout):
-    """Per-token log-probs [B, C] of a rollout's completions under the model (no gradient)."""
-    input_ids = torch.cat([rollout.prompt_ids, rollout.completion_ids], dim=1)
-    attention_mask = torch.cat([rollout.prompt_mask, rollout.completion_mask], dim=1)
-    with torch.no_grad():
-        return token_logprobs(model, input_ids, attention_mask, rollout.completion_ids.size(1),
-                              temperature=profile.temperature)
-
-
-sample_token_logps = batch_logprobs(samples)  # [n, C]
+sample_token_logps = completion_logprobs(model, samples, profile.temperature)  # [n, C]
 sample_seq_logps = sequence_logprob(sample_token_logps, samples.completion_mask)  # [n]
 print(f"token log-probs {tuple(sample_token_logps.shape)} -> sequence log-probs "
       f"{tuple(sample_seq_logps.shape)}")
@@ -274,8 +265,7 @@ print(f"advantages {tuple(advantages.shape)}: {advantages.numpy().round(3)}")
 # `comp_mask`: run the model on prompt + completion (train mode, gradient on), eq. (2.1).
 
 # %%
-input_ids = torch.cat([rollout.prompt_ids, rollout.completion_ids], dim=1)
-attention_mask = torch.cat([rollout.prompt_mask, rollout.completion_mask], dim=1)
+input_ids, attention_mask = rollout.input_ids, rollout.attention_mask  # prompt + completion
 width = rollout.completion_ids.size(1)
 print(f"input_ids {tuple(input_ids.shape)} = prompt {tuple(rollout.prompt_ids.shape)} "
       f"+ completion {tuple(rollout.completion_ids.shape)}")
@@ -346,7 +336,8 @@ print(f"backward + SGD step in {time.perf_counter() - start:.1f} s; gradient nor
 
 # %%
 model.eval()
-seq_logp_after = sequence_logprob(batch_logprobs(rollout), comp_mask)  # [k]
+seq_logp_after = sequence_logprob(completion_logprobs(model, rollout, profile.temperature),
+                                  comp_mask)  # [k]
 change = seq_logp_after - seq_logp.detach()
 moved = pd.DataFrame({
     "completion": [t.replace("\n", " ")[:50] for t in responses],
@@ -437,7 +428,7 @@ display(HTML(token_change_html([["Yes", ",", " sir"], ["No", "pe"]], toy_change,
 # gradient; the function detaches them) and after it, from the updated model.
 
 # %%
-token_logp_after = batch_logprobs(rollout)  # [k, C], the updated weights, no gradient
+token_logp_after = completion_logprobs(model, rollout, profile.temperature)  # [k, C], no gradient
 token_change = token_logprob_change(token_logp, token_logp_after, comp_mask)
 assert torch.allclose(token_change.sum(1), change, atol=1e-3)  # the sum is the table's change
 order = advantages.argsort(descending=True).tolist()  # best completion first
@@ -498,16 +489,15 @@ def one_round(user_message, seed):
                          top_p=profile.top_p, seed=seed)
     group_advantage = group_advantages(torch.tensor(length_reward(group.texts)), k)
     model.train()
-    ids = torch.cat([group.prompt_ids, group.completion_ids], dim=1)
-    mask = torch.cat([group.prompt_mask, group.completion_mask], dim=1)
-    before = token_logprobs(model, ids, mask, group.completion_ids.size(1),
-                            temperature=profile.temperature)
+    before = token_logprobs(model, group.input_ids, group.attention_mask,
+                            group.completion_ids.size(1), temperature=profile.temperature)
     step = torch.optim.SGD(params, lr=step_size)
     policy_gradient_loss(before, group.completion_mask, group_advantage).backward()
     step.step()
     step.zero_grad(set_to_none=True)
     model.eval()
-    after = sequence_logprob(batch_logprobs(group), group.completion_mask)
+    after = sequence_logprob(completion_logprobs(model, group, profile.temperature),
+                             group.completion_mask)
     return group_advantage, after - sequence_logprob(before.detach(), group.completion_mask)
 
 

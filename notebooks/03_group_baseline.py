@@ -244,8 +244,7 @@ pd.DataFrame({
 # model's weights.
 
 # %%
-input_ids = torch.cat([rollout.prompt_ids, rollout.completion_ids], dim=1)
-attention_mask = torch.cat([rollout.prompt_mask, rollout.completion_mask], dim=1)
+input_ids, attention_mask = rollout.input_ids, rollout.attention_mask  # prompt + completion
 width = rollout.completion_ids.size(1)
 params = [p for p in model.parameters() if p.requires_grad]
 print(f"input_ids {tuple(input_ids.shape)}: {k} rows x (prompt {rollout.prompt_ids.size(1)} "

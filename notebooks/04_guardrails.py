@@ -183,8 +183,7 @@ rollout = sample_group(model, tokenizer, prompt, profile.group_size,
 generation_s = time.perf_counter() - start
 rewards = torch.tensor(length_reward(rollout.texts), dtype=torch.float32)
 advantages = group_advantages(rewards, rollout.group_size)
-input_ids = torch.cat([rollout.prompt_ids, rollout.completion_ids], dim=1)
-attention_mask = torch.cat([rollout.prompt_mask, rollout.completion_mask], dim=1)
+input_ids, attention_mask = rollout.input_ids, rollout.attention_mask  # prompt + completion
 width, mask = rollout.completion_ids.size(1), rollout.completion_mask
 print(f"sampled {rollout.group_size} completions in {generation_s:.1f} s; "
       f"rewards {rewards.tolist()}; advantages {[round(a, 2) for a in advantages.tolist()]}")
@@ -506,12 +505,11 @@ fresh = sample_group(model, tokenizer, prompt, profile.group_size,
                      top_p=profile.top_p, seed=profile.seed + 1)
 generate_s = time.perf_counter() - start
 
-ids = torch.cat([fresh.prompt_ids, fresh.completion_ids], dim=1)
-att = torch.cat([fresh.prompt_mask, fresh.completion_mask], dim=1)
 fresh_advantages = group_advantages(torch.tensor(length_reward(fresh.texts), dtype=torch.float32),
                                     fresh.group_size)
 start = time.perf_counter()
-token_logps = token_logprobs(model, ids, att, fresh.completion_ids.size(1))
+token_logps = token_logprobs(model, fresh.input_ids, fresh.attention_mask,
+                             fresh.completion_ids.size(1))
 loss, _ = grpo_loss(token_logps, None, fresh_advantages, fresh.completion_mask)
 optimizer.zero_grad()
 loss.backward()

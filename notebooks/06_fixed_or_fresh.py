@@ -275,8 +275,7 @@ pairs
 # model. After this, DPO needs no reference model in memory.
 
 # %%
-input_ids = torch.cat([collected.prompt_ids, collected.completion_ids], dim=1)
-attention_mask = torch.cat([collected.prompt_mask, collected.completion_mask], dim=1)
+input_ids, attention_mask = collected.input_ids, collected.attention_mask  # prompt + completion
 width = collected.completion_ids.size(1)
 
 

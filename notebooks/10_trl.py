@@ -340,10 +340,8 @@ print(f"fixed batch: {rollout.completion_ids.shape[0]} completions, "
 
 def our_loss(model):
     """Our loop's loss on the fixed batch: log-probs, then grpo_loss (on-policy)."""
-    input_ids = torch.cat([rollout.prompt_ids, rollout.completion_ids], dim=1)
-    attention_mask = torch.cat([rollout.prompt_mask, rollout.completion_mask], dim=1)
-    logps = token_logprobs(model, input_ids, attention_mask, rollout.completion_ids.size(1),
-                           temperature=profile.temperature)
+    logps = token_logprobs(model, rollout.input_ids, rollout.attention_mask,
+                           rollout.completion_ids.size(1), temperature=profile.temperature)
     return grpo_loss(logps, None, advantages, rollout.completion_mask, loss_type="grpo")[0]
 
 

@@ -66,7 +66,7 @@ def test_update_math_imports_torch_but_no_model_library(module):
 
 
 @pytest.mark.parametrize("statement", ["import grpo_core.run_files", "import grpo_core.diagnosis",
-                                       "import grpo_core.findings_html",
+                                       "import grpo_core.findings", "import grpo_core.stats",
                                        "import grpo_core.rewards"])
 def test_file_reading_checks_and_rewards_pull_no_torch(statement):
     loaded = _modules_loaded_by(statement)
@@ -74,7 +74,7 @@ def test_file_reading_checks_and_rewards_pull_no_torch(statement):
 
 
 @pytest.mark.parametrize("module", ["scoring", "evaluation", "group_signal", "plots", "diagnosis",
-                                    "findings_html",
+                                    "findings", "stats",
                                     "widgets", "experiments"])
 def test_views_and_reward_calls_never_import_the_loop_unless_they_run_it(module):
     """Reward calling, the evaluator and the views stand apart from the training loop; only
@@ -208,3 +208,22 @@ def test_no_code_imports_a_module_python_3_13_removed():
             found += [f"{path.relative_to(root)}: {name}" for name in names
                       if name.split(".")[0] in REMOVED_BY_3_13]
     assert not found, f"imports of modules Python 3.13 removed: {found}"
+
+
+def test_every_export_is_in_the_contract_or_imported_from_the_package_somewhere():
+    """``grpo_core``'s top-level names are the contract and what code outside the package
+    imports from it (``from grpo_core import x`` or ``grpo_core.x``), nothing more."""
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    sources = [path.read_text(errors="replace")
+               for folder in ("notebooks", "tests", "tools", "scripts", "benchmarks", "solutions")
+               for path in (root / folder).rglob("*.py")]
+    used = set()
+    for text in sources:
+        for wrapped, inline in re.findall(r"from grpo_core import (?:\(([^)]*)\)|([\w ,]+))",
+                                          text):
+            used |= set(re.findall(r"\w+", wrapped or inline))
+        used |= set(re.findall(r"\bgrpo_core\.(\w+)\b(?!\.)", text))
+    unused = sorted(set(grpo_core.__all__) - used - set(CONTRACT))
+    assert not unused, f"exported but imported from grpo_core nowhere: {unused}"

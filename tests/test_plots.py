@@ -114,6 +114,22 @@ def test_live_plot_redraws_every_n_steps(tmp_path):
     assert path.exists() and len(plot.records) == 3
 
 
+def test_a_live_plot_of_a_resumed_run_draws_its_earlier_steps_too(tmp_path, monkeypatch):
+    from grpo_core import plots
+
+    drawn = []
+    real = plots.plot_metrics
+    monkeypatch.setattr(plots, "plot_metrics",
+                        lambda records, **kw: drawn.append([r["step"] for r in records])
+                        or real(records, **kw))
+    path = tmp_path / "curves.png"
+    plot = LivePlot(every=5, path=path, show=False, records=records(2))
+    plot(records(3)[2])
+    assert drawn == [] and not path.exists()  # nothing drawn before the 5th new record
+    plot.close()
+    assert drawn == [[1, 2, 3]] and path.exists()  # once, with the kept steps
+
+
 def test_not_a_notebook_under_pytest():
     assert not in_notebook()
     with pytest.raises(ValueError, match="every must be >= 1, got 0"):

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grpo_core.diagnosis import FLAGGED, TRANSIENT, Diagnosis, Finding, diagnose, format_steps
+from grpo_core.diagnosis import diagnose
+from grpo_core.findings import FLAGGED, TRANSIENT, Diagnosis, Finding, finding_item
 from grpo_core.run_files import (
     RecordedRun,
     RunsNotFoundError,
@@ -283,13 +284,6 @@ def _completion_html(c: Completion) -> str:
         f'{html.escape(c.text)}</pre></div>')
 
 
-def _finding_html(f: Finding) -> str:
-    colour = "#b00020" if f.status == FLAGGED else "#e65100"
-    return (f'<li class="grpo-finding" style="color:{colour}"><b>{html.escape(f.symptom)}</b> '
-            f'({html.escape(f.status)}, steps {html.escape(format_steps(f.steps))}): '
-            f'{html.escape(f.evidence)}</li>')
-
-
 def step_view_html(view: StepView, records: Sequence[dict[str, Any]] = ()) -> str:
     """The explorer's page for one step: the curves with their cursors (when ``records`` are
     given), the findings at this step, and the groups, each completion coloured by the sign of
@@ -305,7 +299,7 @@ def step_view_html(view: StepView, records: Sequence[dict[str, Any]] = ()) -> st
         parts.append(curves_svg(records, view.step))
     if view.findings:
         parts.append("<div>diagnose at this step:</div><ul>"
-                     + "".join(_finding_html(f) for f in view.findings) + "</ul>")
+                     + "".join(finding_item(f) for f in view.findings) + "</ul>")
     else:
         parts.append('<div class="grpo-no-findings" style="color:#555">diagnose flags nothing '
                      'at this step</div>')

@@ -11,14 +11,13 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from grpo_core.advantages import SCALES, flat_groups, group_advantages
 from grpo_core.widgets._base import _ipywidgets, _View, wrapping_row
-from grpo_core.widgets.render import format_number, group_summary_html
+from grpo_core.widgets.render import GroupSummary, format_number, group_summary_html
 
 STD_CONVENTIONS = ("sample", "population")
 """``sample``: divide by N-1 (Bessel, ``torch.std``, TRL); ``population``: divide by N (``numpy.std``)."""
@@ -62,38 +61,6 @@ def parse_rewards(text: str) -> list[float]:
     if not all(math.isfinite(v) for v in values):
         raise ValueError("rewards must be finite numbers")
     return values
-
-
-@dataclass(frozen=True)
-class GroupSummary:
-    """What the group-variation widget shows, computed by :func:`group_summary`.
-
-    Attributes:
-        rewards: the group's k rewards.
-        mean: the group mean (the baseline).
-        std: the standard deviation the advantages are divided by (the group's or the batch's,
-            N-1 or N; 0.0 with ``scale="none"``, which divides by nothing).
-        group_std: this group's own std in the chosen convention (shown even when not used).
-        advantages: k advantages, eq. (3.1).
-        no_signal: True when every advantage is exactly 0: the policy gradient is exactly 0.
-        scale, std_convention, eps: the settings used.
-        batch: every reward in the batch (this group first), when ``scale="batch"``.
-        message: one plain sentence for the learner.
-        what_changes: what the chosen ``scale`` and std convention do, in words.
-    """
-
-    rewards: tuple[float, ...]
-    mean: float
-    std: float
-    group_std: float
-    advantages: tuple[float, ...]
-    no_signal: bool
-    scale: str
-    std_convention: str
-    eps: float
-    batch: tuple[float, ...] = ()
-    message: str = ""
-    what_changes: str = ""
 
 
 def group_summary(

@@ -1,16 +1,45 @@
 """HTML and SVG for the group-variation widget: what it shows, apart from how it is wired.
 
-Pure string building from a :class:`~grpo_core.widgets.group.GroupSummary`, so a committed
-notebook, a test or a static page can show the same picture without a kernel.
+Pure string building from a :class:`GroupSummary` (what ``grpo_core.widgets.group`` computes),
+so a committed notebook, a test or a static page can show the same picture without a kernel.
 """
 
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
-if TYPE_CHECKING:
-    from grpo_core.widgets.group import GroupSummary
+
+@dataclass(frozen=True)
+class GroupSummary:
+    """What the group-variation widget shows, computed by ``grpo_core.widgets.group.group_summary``.
+
+    Attributes:
+        rewards: the group's k rewards.
+        mean: the group mean (the baseline).
+        std: the standard deviation the advantages are divided by (the group's or the batch's,
+            N-1 or N; 0.0 with ``scale="none"``, which divides by nothing).
+        group_std: this group's own std in the chosen convention (shown even when not used).
+        advantages: k advantages, eq. (3.1).
+        no_signal: True when every advantage is exactly 0: the policy gradient is exactly 0.
+        scale, std_convention, eps: the settings used.
+        batch: every reward in the batch (this group first), when ``scale="batch"``.
+        message: one plain sentence for the learner.
+        what_changes: what the chosen ``scale`` and std convention do, in words.
+    """
+
+    rewards: tuple[float, ...]
+    mean: float
+    std: float
+    group_std: float
+    advantages: tuple[float, ...]
+    no_signal: bool
+    scale: str
+    std_convention: str
+    eps: float
+    batch: tuple[float, ...] = ()
+    message: str = ""
+    what_changes: str = ""
 
 
 def format_number(value: float, sign: bool = True) -> str:
