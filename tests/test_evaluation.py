@@ -5,8 +5,9 @@
 - ``train``: step 0 evaluated on the weights passed in, before any update, as its own metrics
   line; every ``eval_every`` steps and the last; a resume keeps step 0 and its per-problem
   means;
-- ``samples.jsonl``: its fields and types, the cut mark, the size bound, the loop's
-  advantages, the resume trim, the switch; older runs without one still load.
+- ``samples.jsonl`` as the loop writes it: its fields and types, the cut mark, the loop's
+  advantages, the resume trim, the switch (the row format itself, its size bound and the
+  readers: ``tests/test_run_files.py``).
 """
 
 from __future__ import annotations
@@ -18,16 +19,10 @@ import pytest
 import torch
 
 from grpo_core import evaluation, loop
-from grpo_core.evaluation import HeldOutEvaluator, eval_metrics, problem_means, standard_error
+from grpo_core.evaluation import HeldOutEvaluator, eval_metrics, matrix_problem_means
 from grpo_core.loop import TrainConfig, checkpoint_step, train
-from grpo_core.run_files import (
-    EVAL_STATE_FILE,
-    SAMPLES_FILE,
-    load_run,
-    read_jsonl,
-    read_samples,
-    sample_record,
-)
+from grpo_core.run_files import EVAL_STATE_FILE, SAMPLES_FILE, read_jsonl, read_samples
+from grpo_core.stats import standard_error
 
 GROUP = 4
 PROMPTS = ["Say hello.", "Name a colour.", "Describe the sea."]
@@ -92,11 +87,11 @@ def test_sem_and_delta_sem_are_computed_over_problems_by_hand():
     assert metrics["eval/score/delta_sem"] == pytest.approx(math.sqrt(0.25 / 3) / 2)
     # not the naive standard error over the 8 samples as if they were independent
     assert metrics["eval/score/sem"] != pytest.approx(now.flatten().std().item() / math.sqrt(8))
-    assert problem_means(now).tolist() == [0.5, 1.0, 0.0, 0.5]
+    assert matrix_problem_means(now) == [0.5, 1.0, 0.0, 0.5]
 
 
 def test_standard_errors_need_two_problems_and_delta_sem_a_step_zero():
-    assert math.isnan(standard_error(torch.tensor([0.3])))
+    assert math.isnan(standard_error([0.3]))
     one_problem = eval_metrics({"score": torch.tensor([[1.0, 0.0, 1.0]])})
     assert one_problem == {"eval/score": pytest.approx(2 / 3)}
     no_base = eval_metrics({"score": torch.tensor([[1.0], [0.0]])}, prefix="held")
@@ -337,64 +332,31 @@ def test_samples_can_be_switched_off_and_need_an_out_dir(tiny_policy, tmp_path):
         config(samples_max_chars=0).validate()
 
 
-def test_a_long_run_of_long_completions_stays_under_three_megabytes():
-    """The bound of TrainConfig's docstring: 60 steps x 16 completions and 7 evaluations of
-    115 problems x 2 samples, every completion far past the 600-character cut."""
-    completion = "def f(x):\n    return 'a very long answer'  # " * 200
-    lines = []
-    for step in range(1, 61):
-        for i in range(16):
-            lines.append(sample_record(step, "train", 600 + i // 8, i % 8, completion,
-                                       truncated=True, max_chars=600, reward=1 / 3,
-                                       advantage=-1.2345678,
-                                       values={"long_function_reward": 1 / 3,
-                                               "unit_test_reward": 1 / 7}))
-    for step in range(0, 61, 10):
-        for problem in range(115):
-            for sample in range(2):
-                lines.append(sample_record(step, "held_out", 1000 + problem, sample, completion,
-                                           truncated=True, max_chars=600,
-                                           values={"unit_test_reward": 1 / 3,
-                                                   "long_function_reward": 2 / 3,
-                                                   "defines_function_reward": 1.0}))
-    size = sum(len(json.dumps(line)) + 1 for line in lines)
-    assert 1.5e6 < size < 2.5e6, size
-    assert all(len(line["completion"]) == 600 and line["cut"] for line in lines)
+# ----------------------------------------------------------------------------- the hook's protocol
 
 
-def test_sample_record_cuts_marks_and_keeps_names_apart():
-    row = sample_record(3, "train", 0, 1, "abcdef", truncated=False, max_chars=4,
-                        prompt="p" * 250, reward=0.5, advantage=1 / 3,
-                        values={"reward": 0.25, "score": 2 / 3})
-    assert row["completion"] == "abcd" and row["cut"] and row["chars"] == 6
-    assert row["prompt"] == "p" * 200
-    assert row["reward"] == 0.5 and row["rewards/reward"] == 0.25  # a clashing name moves
-    assert row["score"] == 0.666667 and row["advantage"] == 0.333333
-    with pytest.raises(ValueError, match="split"):
-        sample_record(0, "test", 0, 0, "", truncated=False, values={}, max_chars=1)
+def test_a_plain_function_becomes_an_evaluator_that_keeps_nothing():
+    from grpo_core.evaluation import Evaluator, FunctionEvaluator, as_evaluator
+
+    def score(model, tokenizer, step):
+        return {"eval/x": float(step)}
+
+    wrapped = as_evaluator(score)
+    assert isinstance(wrapped, FunctionEvaluator) and isinstance(wrapped, Evaluator)
+    assert wrapped(None, None, 3) == {"eval/x": 3.0}
+    wrapped.bind(object())
+    assert wrapped.sample_rows(2) == [] and wrapped.state_dict() is None
+    assert wrapped.load_state_dict({"baseline": None}) is False
+    held_out = HeldOutEvaluator([{"prompt": "p"}], [lambda completions, **_: [0.0]],
+                                samples_per_prompt=1, max_new_tokens=2)
+    assert as_evaluator(held_out) is held_out  # already one: used as it is
+    with pytest.raises(TypeError, match="must be callable"):
+        as_evaluator(42)
 
 
-def test_an_older_run_without_samples_still_loads(tmp_path):
-    (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward": 0.5}) + "\n")
-    run = load_run(tmp_path)
-    assert run.records == [{"step": 1, "reward": 0.5}] and not run.has_samples
-    samples = run.samples(split="train")
-    assert not samples.found and len(samples) == 0 and list(samples) == []
-    assert not read_samples(tmp_path / "nothing-here").found
-    (tmp_path / SAMPLES_FILE).write_text(json.dumps(
-        sample_record(1, "train", 4, 0, "x", truncated=False, values={}, max_chars=9)) + "\n")
-    assert run.has_samples and run.samples(prompt_id=4)[0]["completion"] == "x"
-    assert read_samples(tmp_path / SAMPLES_FILE).found
-
-
-def test_the_readers_tell_a_held_out_mean_from_its_standard_errors():
-    from grpo_core.run_files import eval_mean_keys, is_eval_stat, series, training_records
-
-    rows = [{"step": 0, "eval/a": 0.1, "eval/a/sem": 0.02, "eval/a/delta_sem": 0.0},
-            {"step": 1, "reward": 0.5}, {"step": 2, "reward": 0.7, "eval/a": 0.3}]
-    assert eval_mean_keys(rows) == ["eval/a"]
-    assert is_eval_stat("eval/a/sem") and is_eval_stat("eval/a/delta_sem")
-    assert not is_eval_stat("eval/a") and not is_eval_stat("rewards/a/sem")
-    assert series(rows, "eval/a") == ([0, 2], [0.1, 0.3])
-    assert series(rows, "reward") == ([1, 2], [0.5, 0.7])
-    assert [r["step"] for r in training_records(rows)] == [1, 2]
+def test_train_keeps_no_eval_state_for_a_plain_function(new_tiny_policy, tmp_path):
+    model, tokenizer = new_tiny_policy()
+    train(model, tokenizer, PROMPTS, by_position, config(max_steps=1, eval_every=1),
+          tmp_path, progress=False, evaluate=lambda m, t, step: {"eval/constant": 1.0})
+    assert not (tmp_path / EVAL_STATE_FILE).exists()
+    assert [r["eval/constant"] for r in read_jsonl(tmp_path / "metrics.jsonl")] == [1.0, 1.0]

@@ -500,10 +500,11 @@ def test_a_resumed_run_samples_from_the_checkpoints_weights(new_tiny_policy, tmp
     settings = {"sampling_dtype": "bfloat16", "max_steps": 2, "save_checkpoint": True}
     train(model, tokenizer, PROMPTS, by_position, config(**settings), tmp_path, progress=False)
     fresh, _ = new_tiny_policy()
-    from grpo_core.loop import _start, restore_checkpoint
+    from grpo_core.checkpoints import restore_checkpoint
+    from grpo_core.loop import _start
 
     run = _start(fresh, tokenizer, PROMPTS, [by_position], config(**settings), None)
-    restore_checkpoint(run, tmp_path)
+    restore_checkpoint(tmp_path, run.model, run.optimizer)
     run.refresh_sampler()
     for copied, weight in zip(run.sampler.parameters(), model.parameters(), strict=True):
         assert torch.equal(copied, weight.detach().to(torch.bfloat16))
@@ -579,3 +580,172 @@ def test_the_optimizer_is_adamw_in_its_fused_kernel_on_cpu(tiny_policy):
     run = _start(model, tokenizer, PROMPTS, [by_position], config(), None)
     assert isinstance(run.optimizer, torch.optim.AdamW)
     assert run.optimizer.defaults["fused"] is True
+
+
+# ================================================================================================
+# The loop's behaviour as a learner meets it, on a tiny random Llama with the offline model's
+# tokenizer (moved from tests/test_train.py): the reference model and its KL, a reused rollout
+# and the clip, an interrupted run and its resume, groups with no signal, a reward function
+# that fails, settings refused before any work, and the evaluate hook.
+# ================================================================================================
+
+import json  # noqa: E402
+
+from grpo_core.loop import make_reference  # noqa: E402
+from grpo_core.rewards import length_reward  # noqa: E402
+from grpo_core.run_files import read_jsonl  # noqa: E402
+from grpo_core.scoring import RewardError  # noqa: E402
+
+
+@pytest.fixture
+def smoke_tokenizer_policy(smoke_policy):
+    """A tiny random Llama with the offline model's tokenizer: the loop's mechanics in seconds.
+
+    (The real model is trained by the command-line test; this one never emits EOS, so every
+    completion runs to ``max_new_tokens``.)
+    """
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    _, tokenizer = smoke_policy
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    return LlamaForCausalLM(config).eval(), tokenizer
+
+
+def tiny(smoke_profile, **overrides):
+    values = {"max_new_tokens": 6, "max_steps": 2, "save_checkpoint": False, **overrides}
+    return TrainConfig.from_profile(smoke_profile, **values)
+
+
+def test_beta_zero_creates_no_reference_model(smoke_policy):
+    model, _ = smoke_policy
+    assert make_reference(model, 0.0) is None
+    reference = make_reference(model, 0.04)
+    assert reference is not model and not any(p.requires_grad for p in reference.parameters())
+
+
+def test_beta_positive_logs_kl(smoke_tokenizer_policy, smoke_profile):
+    model, tokenizer = smoke_tokenizer_policy
+    result = train(model, tokenizer, PROMPTS, length_reward,
+                   tiny(smoke_profile, beta=0.04, max_steps=1), progress=False)
+    assert result.ref_model is not None
+    assert result.metrics[0]["kl"] == pytest.approx(0.0, abs=1e-6)  # the policy starts at the reference
+
+
+def test_reusing_a_rollout_moves_the_ratio_and_fires_the_clip(smoke_tokenizer_policy, smoke_profile):
+    model, tokenizer = smoke_tokenizer_policy
+    config = tiny(smoke_profile, num_iterations=2, learning_rate=1e-2)
+    result = train(model, tokenizer, PROMPTS, length_reward, config, progress=False)
+    first, second = result.metrics
+    assert result.ref_model is None  # beta = 0
+    assert (first["iteration"], second["iteration"]) == (0, 1)
+    assert first["reward"] == second["reward"]  # the same rollout, used twice
+    assert first["ratio/min"] == pytest.approx(1.0, abs=1e-4)
+    assert first["ratio/max"] == pytest.approx(1.0, abs=1e-4)
+    assert first["clip_ratio/region_mean"] == 0.0
+    assert second["ratio/min"] < 0.99 or second["ratio/max"] > 1.01
+    assert second["clip_ratio/region_mean"] > 0.0
+
+
+def test_interrupted_run_keeps_metrics_and_resumes_the_step_count(smoke_tokenizer_policy,
+                                                                   smoke_profile, tmp_path):
+    model, tokenizer = smoke_tokenizer_policy
+    calls = []
+
+    def stops_on_second_step(completions, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # what Ctrl-C does in the middle of a step
+        return length_reward(completions)
+
+    config = tiny(smoke_profile, max_steps=3, save_checkpoint=True)
+    result = train(model, tokenizer, PROMPTS, stops_on_second_step, config, tmp_path,
+                   progress=False)
+    assert result.stopped == "interrupted" and result.step == 1
+    assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl")] == [1]
+    assert checkpoint_step(tmp_path) == 1
+    weight = next(model.parameters())
+    at_checkpoint = weight.detach().clone()
+
+    with torch.no_grad():  # resuming must load the checkpoint's weights over these
+        weight.add_(1.0)
+    config = tiny(smoke_profile, max_steps=2, save_checkpoint=False)
+    resumed = train(model, tokenizer, PROMPTS, length_reward, config, tmp_path, resume=True,
+                    progress=False)
+    assert resumed.stopped == "finished" and [r["step"] for r in resumed.metrics] == [2]
+    assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl")] == [1, 2]
+    assert json.loads((tmp_path / "config.json").read_text())["resumed_from_step"] == 1
+    assert (weight.detach() - at_checkpoint).abs().max() < 0.01  # one small step away, not +1
+
+
+def test_all_equal_rewards_log_zero_std_and_carry_on(smoke_tokenizer_policy, smoke_profile):
+    model, tokenizer = smoke_tokenizer_policy
+
+    def constant(completions, **kwargs):
+        return [1.0] * len(completions)
+
+    result = train(model, tokenizer, PROMPTS, constant, tiny(smoke_profile, max_new_tokens=3),
+                   progress=False)
+    assert [r["frac_reward_zero_std"] for r in result.metrics] == [1.0, 1.0]
+    assert all(r["loss"] == 0.0 and r["grad_norm"] == 0.0 for r in result.metrics)
+
+
+def test_an_error_in_a_reward_function_keeps_the_metrics(smoke_tokenizer_policy, smoke_profile,
+                                                         tmp_path):
+    model, tokenizer = smoke_tokenizer_policy
+    calls = []
+
+    def fails_on_second_step(completions, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise ZeroDivisionError("boom")
+        return length_reward(completions)
+
+    with pytest.raises(RewardError, match="fails_on_second_step.*ZeroDivisionError"):
+        train(model, tokenizer, PROMPTS, fails_on_second_step,
+              tiny(smoke_profile, max_new_tokens=3), tmp_path, progress=False)
+    assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl")] == [1]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"group_size": 1}, "group_size must be an int >= 2"),
+        ({"group_size": 4, "prompts_per_step": 3, "micro_batch_size": 5}, "do not fit"),
+        ({"loss_type": "ppo"}, "loss_type"),
+        ({"prompts_per_step": 5}, "only 3 prompts"),
+    ],
+)
+def test_bad_settings_are_explained_before_any_work(smoke_policy, smoke_profile, overrides, message):
+    model, tokenizer = smoke_policy
+    with pytest.raises(ValueError, match=message):
+        train(model, tokenizer, PROMPTS, length_reward, tiny(smoke_profile, **overrides),
+              progress=False)
+
+
+def test_evaluate_hook_joins_the_metrics_of_its_steps(smoke_tokenizer_policy, smoke_profile):
+    model, tokenizer = smoke_tokenizer_policy
+    calls = []
+
+    def evaluate(model, tokenizer, step):
+        calls.append((step, model.training, torch.is_grad_enabled()))
+        return {"eval/score": float(step)}
+
+    result = train(model, tokenizer, PROMPTS, length_reward,
+                   tiny(smoke_profile, max_steps=5, eval_every=2), evaluate=evaluate,
+                   progress=False)
+    assert [c[0] for c in calls] == [0, 2, 4, 5]  # step 0: before the first update
+    assert not any(training or grad for _, training, grad in calls)
+    assert [r.get("eval/score") for r in result.metrics] == [0.0, None, 2.0, None, 4.0, 5.0]
+
+
+def test_evaluate_must_return_finite_numbers(smoke_tokenizer_policy, smoke_profile):
+    model, tokenizer = smoke_tokenizer_policy
+    with pytest.raises(ValueError, match="finite"):
+        train(model, tokenizer, PROMPTS, length_reward, tiny(smoke_profile, eval_every=1),
+              evaluate=lambda *_: {"eval/x": float("nan")}, progress=False)
