@@ -280,3 +280,41 @@ def test_widget_rows_wrap_instead_of_squeezing():
     for row in rows:
         assert row.layout.flex_flow == "row wrap"
         assert all(child.layout.flex == "0 0 auto" for child in row.children)
+
+
+# IPython's own display path, in a child process (the shell is a process-wide singleton): each
+# view must come out as its widget's view under the installed ipywidgets, 8 (_repr_mimebundle_)
+# or 7 (Colab's: _ipython_display_, which publishes the bundle itself).
+SHOW_EVERY_VIEW = """
+import json, matplotlib
+matplotlib.use("Agg")
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+from grpo_core.widgets import clip_widget, group_variation_widget, kl_widget, run_explorer
+
+shell = InteractiveShell.instance()
+shown = {}
+for make in (group_variation_widget, clip_widget, kl_widget, run_explorer):
+    view = make()
+    with capture_output() as captured:
+        data, _ = shell.display_formatter.format(view)  # what a cell ending in `view` shows
+    bundles = [data] if data else [output.data for output in captured.outputs]
+    views = [b.get("application/vnd.jupyter.widget-view+json", {}).get("model_id")
+             for b in bundles]
+    shown[make.__name__] = {"views": views, "widget": view.widget.model_id}
+print(json.dumps(shown))
+"""
+
+
+def test_ipython_shows_every_view_as_its_widget(tmp_path):
+    import json
+    import os
+
+    env = {**os.environ, "IPYTHONDIR": str(tmp_path), "MPLBACKEND": "Agg"}
+    result = subprocess.run([sys.executable, "-c", SHOW_EVERY_VIEW], capture_output=True,
+                            text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    shown = json.loads(result.stdout.strip().splitlines()[-1])
+    assert set(shown) == {"group_variation_widget", "clip_widget", "kl_widget", "run_explorer"}
+    for name, seen in shown.items():
+        assert seen["views"] == [seen["widget"]], name  # once, as the widget itself

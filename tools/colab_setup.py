@@ -17,6 +17,9 @@ after one); otherwise it says none is needed. ``--dry-run`` prints the plan and 
 nothing.
 
     python tools/colab_setup.py [--dry-run] < names-of-loaded-modules
+
+``make test-colab`` runs this script for real, in a venv that holds Colab's published versions
+(``tools/colab_pins.txt``), then checks that it left them as they were.
 """
 
 from __future__ import annotations

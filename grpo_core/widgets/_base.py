@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from grpo_core.plots import DPI
+
 
 def _ipywidgets():
     try:
@@ -25,10 +27,15 @@ class _View:
     widget: Any = None
     controls: dict[str, Any] = field(default_factory=dict)
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
+    # IPython shows a view the way it shows its widget. ipywidgets 8 widgets have
+    # _repr_mimebundle_; ipywidgets 7 widgets (Colab's) have _ipython_display_ instead. The view
+    # offers only the hook its widget has: IPython tries _ipython_display_ before any other
+    # repr, so a view that always had it would change how ipywidgets 8 output is recorded.
+    _DISPLAY_HOOKS = ("_repr_mimebundle_", "_ipython_display_")
 
     def __getattr__(self, name: str) -> Any:
+        if name in _View._DISPLAY_HOOKS:
+            return getattr(self.__dict__.get("widget"), name)  # AttributeError if it lacks it
         controls = self.__dict__.get("controls", {})
         if name in controls:
             return controls[name]
@@ -57,7 +64,7 @@ def _draw(view: CurvesView, output: Any, plot) -> None:
     import matplotlib.pyplot as plt
     from IPython.display import display
 
-    figure, axis = plt.subplots(figsize=(6.4, 3.4), dpi=120)  # readable without zooming
+    figure, axis = plt.subplots(figsize=(6.4, 3.4), dpi=DPI)
     plot(axis)
     figure.tight_layout()
     plt.close(figure)  # shown once, in the Output widget, not again at the end of the cell

@@ -1,0 +1,140 @@
+"""The install files agree with pyproject.toml: requirements.txt is its runtime dependencies plus
+the `lab` extra, and pyproject's bounds accept every version in tools/colab_pins.txt (Colab's
+published versions). Under `make test-colab` also: the Colab setup left those versions as Colab
+has them."""
+
+from __future__ import annotations
+
+import os
+import re
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from tools import colab_setup
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: pytest brings tomli
+    import tomli as tomllib
+
+REPO = Path(__file__).resolve().parent.parent
+PINS = REPO / "tools" / "colab_pins.txt"
+# set by `make test-colab`, which runs this file inside .venv-colab
+IN_COLAB_VENV = os.environ.get("GRPO_COLAB_PINNED") == "1"
+
+
+def pyproject() -> dict:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())
+
+
+def requirement_lines(text: str) -> list[str]:
+    """The requirement lines of a pip requirements file: no blanks, no comments."""
+    lines = (line.split(" #")[0].strip() for line in text.splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def differences(listed: list[str], expected: list[str]) -> tuple[list[str], list[str]]:
+    """``(only in listed, only in expected)``, each requirement normalised by ``packaging``
+    (name case, spaces, the order of specifiers do not count)."""
+    def normalised(lines):
+        return {str(Requirement(line)).lower() for line in lines}
+
+    have, want = normalised(listed), normalised(expected)
+    return sorted(have - want), sorted(want - have)
+
+
+def parse_pins(lines: list[str]) -> dict[str, Version]:
+    """``{canonical name: version}`` from ``name==version`` lines; ValueError on anything else
+    (another operator, extras, a marker, a name pinned twice)."""
+    pins: dict[str, Version] = {}
+    for line in lines:
+        requirement = Requirement(line)
+        specifiers = list(requirement.specifier)
+        if (len(specifiers) != 1 or specifiers[0].operator != "==" or requirement.extras
+                or requirement.marker is not None or "*" in specifiers[0].version):
+            raise ValueError(f"not an exact pin (name==version): {line!r}")
+        name = canonicalize_name(requirement.name)
+        if name in pins:
+            raise ValueError(f"{name} is pinned twice")
+        pins[name] = Version(specifiers[0].version)
+    return pins
+
+
+def colab_pins() -> dict[str, Version]:
+    return parse_pins(requirement_lines(PINS.read_text()))
+
+
+def test_requirements_txt_is_the_runtime_dependencies_plus_the_lab_extra():
+    project = pyproject()["project"]
+    expected = project["dependencies"] + project["optional-dependencies"]["lab"]
+    listed = requirement_lines((REPO / "requirements.txt").read_text())
+    only_listed, only_expected = differences(listed, expected)
+    assert (only_listed, only_expected) == ([], []), (
+        f"requirements.txt has {only_listed}, pyproject.toml says {only_expected}")
+    named = {Requirement(line).name for line in listed}
+    assert {"torch", "transformers", "datasets", "jupyterlab", "ipywidgets", "matplotlib",
+            "pandas", "nbval"} <= named  # what the design card says a learner gets
+
+
+def test_a_changed_bound_or_a_missing_package_is_a_difference():
+    expected = ["torch>=2.4", "nbval>=0.11.0"]
+    assert differences(["Torch >= 2.4", "nbval>=0.11.0"], expected) == ([], [])
+    assert differences(["torch>=2.5", "nbval>=0.11.0"], expected) == (["torch>=2.5"],
+                                                                       ["torch>=2.4"])
+    assert differences(["torch>=2.4"], expected) == ([], ["nbval>=0.11.0"])
+
+
+def test_the_colab_pins_are_exact_versions_that_name_their_source():
+    header = PINS.read_text().split("\n\n")[0]
+    assert "googlecolab/backend-info" in header and "pip-freeze.gpu.txt" in header
+    assert re.search(r"\b\d{1,2} [A-Z][a-z]+ 20\d\d\b", header), "the date of the freeze"
+    pins = colab_pins()
+    # everything the setup keeps and every runtime dependency Colab preinstalls is pinned,
+    # except torch: Colab's is a CUDA build, the venv gets the course's CPU one
+    kept = {canonicalize_name(name) for name in colab_setup.KEEP_PREINSTALLED}
+    preinstalled = {"numpy", "pandas", "matplotlib", "tqdm", "ipywidgets"}
+    assert (kept | preinstalled) - {"torch", "torchvision", "torchaudio"} <= set(pins)
+    assert "torch" not in pins
+
+
+@pytest.mark.parametrize("line", ["numpy>=2.1", "numpy==2.*", "numpy[extra]==2.1.3",
+                                  "numpy==2.1.3; python_version < '3.12'"])
+def test_a_pin_that_is_not_name_equals_version_is_refused(line):
+    with pytest.raises(ValueError, match="not an exact pin"):
+        parse_pins([line])
+
+
+def test_a_package_pinned_twice_is_refused():
+    assert parse_pins(["NumPy==2.1.3"]) == {"numpy": Version("2.1.3")}
+    with pytest.raises(ValueError, match="pinned twice"):
+        parse_pins(["numpy==2.1.3", "NumPy==2.1.3"])
+
+
+def test_pyproject_bounds_accept_every_colab_version():
+    project = pyproject()["project"]
+    groups = {"dependencies": project["dependencies"], **project["optional-dependencies"]}
+    pins = colab_pins()
+    checked, refused = set(), []
+    for group, lines in groups.items():
+        for requirement in map(Requirement, lines):
+            name = canonicalize_name(requirement.name)
+            if name in pins:
+                checked.add(name)
+                if not requirement.specifier.contains(pins[name], prereleases=True):
+                    refused.append(f"{group}: {requirement} refuses Colab's {pins[name]}")
+    assert refused == []
+    # the bounds that matter on Colab were really compared (a renamed pin would skip them)
+    assert {"ipywidgets", "ipykernel", "numpy", "pandas", "matplotlib", "tqdm"} <= checked
+
+
+@pytest.mark.skipif(not IN_COLAB_VENV, reason="only in .venv-colab (make test-colab)")
+def test_the_colab_setup_kept_colabs_versions():
+    """.venv-colab got Colab's versions first and the setup cell's install after: a package the
+    setup upgraded would, on Colab, replace one the kernel may already have imported."""
+    installed = {name: Version(metadata.version(name)) for name in colab_pins()}
+    assert installed == colab_pins()
