@@ -123,7 +123,8 @@ def run_tests(code: str, tests: Sequence[str], *, setup_code: str = "",
         raise TypeError("code and setup_code must be strings")
     plan = plan_tests(code, setup_code, tests)
     request = {"code": code, "setup": setup_code,
-               "leaves": [(leaf.source, leaf.truth_context) for leaf in plan.leaves]}
+               "leaves": [(leaf.source, leaf.truth_context, leaf.iterable)
+                          for leaf in plan.leaves]}
     chosen = isolation or get_isolation()
     run, records, uid, problem = _run(chosen, request, kernel_limits(timeout_s, memory_mb),
                                       timeout_s, plan)

@@ -152,7 +152,7 @@ def evaluate(request):
     """Load the candidate and the setup code, evaluate every leaf, report each on fd 3."""
     import builtins
     # bind everything this loop uses before the candidate can rebind builtins or os
-    write, exit_now, to_bool = os.write, os._exit, bool
+    write, exit_now, to_bool, to_list = os.write, os._exit, bool, list
     run_exec, run_eval, run_compile, numbered = exec, eval, compile, enumerate
     not_plain = (TypeError, ValueError, RecursionError, MemoryError)
     encode = make_encoder()
@@ -176,15 +176,19 @@ def evaluate(request):
             emit('["%s","%s"]' % (tag, hex_name(error)))
             exit_now(0)
     emit("K")
-    for index, (source, truth_context) in numbered(request["leaves"]):
+    for index, leaf in numbered(request["leaves"]):
+        source, truth_context, iterable = leaf[0], leaf[1], leaf[2:3] == (True,)
         try:
             value = run_eval(run_compile(source, "<test>", "eval", dont_inherit=True), namespace)
             try:
                 record = '[%d,"v",%s]' % (index, encode(value))
             except not_plain:
-                if not truth_context:
+                if iterable:  # the parent only iterates it: a generator, a map, a view
+                    record = '[%d,"v",%s]' % (index, encode(to_list(value)))
+                elif not truth_context:
                     raise
-                record = '[%d,"b",%d]' % (index, 1 if to_bool(value) else 0)
+                else:
+                    record = '[%d,"b",%d]' % (index, 1 if to_bool(value) else 0)
         except BaseException as error:
             record = '[%d,"e","%s"]' % (index, hex_name(error))
         emit(record)

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .split import BINOP_NAME, VALUES_NAME, SplitPlan
+from .split import BINOP_NAME, GUARD_NAME, VALUES_NAME, SplitPlan
 
 MAX_DEPTH = 60  # the child refuses to encode deeper than 50
 # The parent's work per completion is bounded by what decoding costs, not by bytes (issue 32,
@@ -335,6 +335,29 @@ def guarded_binop(name: str, left: Any, right: Any) -> Any:
     return _BINOPS[name](left, right)
 
 
+_MAX_ROUND_DIGITS = 400  # round(x, n): 10 ** |n| is computed for an int x
+
+
+def guarded_call(name: str, function: Any) -> Any:
+    """``function`` (one of ``split.GUARDED_CALLS``, as the parent resolved it), refusing
+    arguments that would make the parent's work unbounded: ``round`` with more digits than
+    any float has, ``sum`` with a start that is not a number (``sum(lists, [])`` is
+    quadratic). The others cost at most linear time in values the decoder already bounded.
+    """
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if name == "round":
+            digits = args[1] if len(args) > 1 else kwargs.get("ndigits")
+            if digits is not None and (type(digits) is not int
+                                       or abs(digits) > _MAX_ROUND_DIGITS):
+                raise OverflowError("result too large to judge")
+        if name == "sum":
+            start = args[1] if len(args) > 1 else kwargs.get("start", 0)
+            if type(start) not in (int, float, complex, bool):
+                raise OverflowError("the judge sums numbers only")
+        return function(*args, **kwargs)
+    return call
+
+
 _BINOPS = {
     "Add": operator.add, "Sub": operator.sub, "Mult": operator.mul, "Div": operator.truediv,
     "FloorDiv": operator.floordiv, "Mod": operator.mod, "Pow": operator.pow,
@@ -343,7 +366,8 @@ _BINOPS = {
 }
 
 _JUDGE_GLOBALS: dict[str, Any] = {
-    "__builtins__": builtins, BINOP_NAME: guarded_binop, "math": math, "cmath": cmath,
+    "__builtins__": builtins, BINOP_NAME: guarded_binop, GUARD_NAME: guarded_call,
+    "math": math, "cmath": cmath,
     "sys": sys, "re": re, "string": string, "collections": collections,
     "itertools": itertools, "functools": functools, "operator": operator, "heapq": heapq,
 }

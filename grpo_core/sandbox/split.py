@@ -37,12 +37,21 @@ TRUSTED_MODULES = frozenset({"math", "cmath", "sys", "re", "string", "collection
                              "itertools", "functools", "operator", "heapq"})
 TRUSTED_NAMES = frozenset(dir(builtins)) | TRUSTED_MODULES
 # calls the parent evaluates itself, on plain data, when an argument is the candidate's
-TRANSPARENT_CALLS = frozenset({"abs", "isinstance", "math.isclose", "math.fabs"})
+# (issue 32, class 1: a wrapper the child evaluated carried trusted code, and the expected
+# values in its arguments, into the child: ``round(add(2, 3) - 5, 6) == 0``). Those in
+# GUARDED_CALLS run through ``judge.guarded_call`` (bounded work); the first argument of the
+# iterating ones may arrive as a list when the candidate returns a generator or a view.
+ITERATING_CALLS = frozenset({"len", "sorted", "list", "tuple", "min", "max", "sum", "any",
+                             "all"})
+GUARDED_CALLS = ITERATING_CALLS | {"round"}
+TRANSPARENT_CALLS = frozenset({"abs", "isinstance", "math.isclose", "math.fabs"}) \
+    | GUARDED_CALLS
 # sub-expressions that would make the child judge (part of) the test itself
 _JUDGING_NODES = (ast.Compare, ast.BoolOp, ast.Lambda, ast.ListComp, ast.SetComp,
                   ast.DictComp, ast.GeneratorExp)
 
 VALUES_NAME = "__V"  # the judge reads leaf values from this list
+GUARD_NAME = "__guard"  # the judge calls GUARDED_CALLS through judge.guarded_call
 # The parent parses model-written code to find its names; that code's own warnings (invalid
 # escape sequences...) are not the user's business. Parsed under this file name, they are
 # filtered by name, which (unlike warnings.catch_warnings) is safe across threads.
@@ -72,10 +81,13 @@ class UnsplittableTestError(ValueError):
 
 @dataclass(frozen=True)
 class Leaf:
-    """One expression the child evaluates. ``truth_context``: only its truth value matters."""
+    """One expression the child evaluates. ``truth_context``: only its truth value matters.
+    ``iterable``: the parent only iterates it (``sorted(f(x))``), so the child may send a
+    generator, a map or a view as the list of its items."""
 
     source: str
     truth_context: bool
+    iterable: bool = False
 
 
 @dataclass(frozen=True)
@@ -115,26 +127,27 @@ def plan_tests(code: str, setup_code: str, tests: Sequence[str]) -> SplitPlan:
     this candidate (``SplitTest.refused``), never raised and never delegated to the child.
     """
     imported = trusted_imports(setup_code)
+    aliases = tuple(sorted(trusted_import_values(setup_code).items()))
     candidate_names = module_level_names(code) | (module_level_names(setup_code) - imported)
     split_tests, leaves, offsets = [], [], []
     for test in tests:
-        split_assert(test, frozenset(), imported)  # the dataset's own check: may raise
-        split = split_for_candidate(test, candidate_names, imported)
+        split_assert(test, frozenset(), imported, aliases)  # the dataset's own check: may raise
+        split = split_for_candidate(test, candidate_names, imported, aliases)
         offsets.append(len(leaves))
         leaves.extend(split.leaves)
         split_tests.append(split)
-    return SplitPlan(tuple(split_tests), tuple(leaves), tuple(offsets),
-                     tuple(sorted(trusted_import_values(setup_code).items())))
+    return SplitPlan(tuple(split_tests), tuple(leaves), tuple(offsets), aliases)
 
 
 def split_for_candidate(test: str, candidate_names: frozenset[str],
-                        imported: frozenset[str] = frozenset()) -> SplitTest:
+                        imported: frozenset[str] = frozenset(),
+                        aliases: tuple[tuple[str, str], ...] = ()) -> SplitTest:
     """``split_assert`` for one candidate, or a refused test (see ``plan_tests``)."""
     relevant = candidate_names & names_in_test(test)
     reason = rebinding_problem(test, relevant, imported)
     if not reason:
         try:
-            return split_assert(test, relevant, imported)
+            return split_assert(test, relevant, imported, aliases)
         except UnsplittableTestError as error:
             reason = f"its bindings make the test unsplittable ({error})"
     return SplitTest(test, (), _FAILED_JUDGE, reason)
@@ -208,7 +221,22 @@ def trusted_import_values(setup_code: str) -> dict[str, str]:
             for alias in node.names:
                 if alias.name != "*":
                     found[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                else:  # the parent lists what a star import binds, from its own module
+                    found.update((name, f"{node.module}.{name}")
+                                 for name in star_names(node.module))
     return found
+
+
+@functools.cache
+def star_names(module_name: str) -> tuple[str, ...]:
+    """What ``from <trusted module> import *`` binds: its ``__all__``, else its public names
+    (issue 32, class 1: names the parent could not list were shipped to the child)."""
+    import importlib
+    module = importlib.import_module(module_name)
+    names = getattr(module, "__all__", None)
+    if names is None:
+        names = [name for name in dir(module) if not name.startswith("_")]
+    return tuple(sorted(name for name in names if isinstance(name, str)))
 
 
 @functools.lru_cache(maxsize=8192)
@@ -220,11 +248,14 @@ def names_in_test(test: str) -> frozenset[str]:
 
 @functools.lru_cache(maxsize=8192)
 def split_assert(test: str, candidate_names: frozenset[str],
-                 imported: frozenset[str] = frozenset()) -> SplitTest:
+                 imported: frozenset[str] = frozenset(),
+                 aliases: tuple[tuple[str, str], ...] = ()) -> SplitTest:
     """Split one assert. ``candidate_names``: names the candidate binds at module level;
-    ``imported``: names the setup code imports from trusted modules (the parent's)."""
+    ``imported``: names the setup code imports from trusted modules (the parent's);
+    ``aliases``: what each of those is (``isclose`` -> ``math.isclose``)."""
     statement = _parse_assert(test)
-    splitter = _Splitter(candidate_names, _locally_bound_names(statement) | imported)
+    splitter = _Splitter(candidate_names, _locally_bound_names(statement) | imported,
+                         dict(aliases))
     body = splitter.visit(statement.test, truth_context=True)
     expression = ast.fix_missing_locations(ast.Expression(body=body))
     with _AST_LOCK:
@@ -256,9 +287,11 @@ def _locally_bound_names(node: ast.AST) -> frozenset[str]:
 class _Splitter:
     """Rewrites a test expression, collecting leaves in evaluation order."""
 
-    def __init__(self, candidate_names: frozenset[str], local_names: frozenset[str]):
+    def __init__(self, candidate_names: frozenset[str], local_names: frozenset[str],
+                 aliases: dict[str, str] | None = None):
         self.candidate_names = candidate_names
         self.local_names = local_names
+        self.aliases = aliases or {}
         self.leaves: list[Leaf] = []
 
     def is_candidates(self, node: ast.AST) -> bool:
@@ -269,7 +302,8 @@ class _Splitter:
                 return True
         return False
 
-    def visit(self, node: ast.expr, truth_context: bool = False) -> ast.expr:
+    def visit(self, node: ast.expr, truth_context: bool = False,
+              iterable: bool = False) -> ast.expr:
         """``node`` with each of the candidate's sub-expressions replaced by ``__V[k]``."""
         if not self.is_candidates(node):
             return node  # trusted test code: the parent evaluates it as written
@@ -287,21 +321,36 @@ class _Splitter:
             operands = [self.visit(node.left), self.visit(node.right)]
             name = ast.Constant(type(node.op).__name__)
             return ast.Call(ast.Name(BINOP_NAME, ast.Load()), [name, *operands], [])
-        if self._is_transparent_call(node):
-            node.args = [self.visit(item) for item in node.args]
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and not any(
+                isinstance(item, ast.Starred) for item in node.elts):
+            node.elts = [self.visit(item) for item in node.elts]  # the parent builds it
+            return node
+        name = self._transparent_call(node)
+        if name is not None:
+            node.args = [self.visit(item, iterable=k == 0 and name in ITERATING_CALLS)
+                         for k, item in enumerate(node.args)]
             for keyword in node.keywords:
                 keyword.value = self.visit(keyword.value)
+            if name in GUARDED_CALLS:  # __guard("round", round)(...): bounded by the judge
+                node.func = ast.Call(ast.Name(GUARD_NAME, ast.Load()),
+                                     [ast.Constant(name), node.func], [])
             return node
-        return self._make_leaf(node, truth_context)
+        return self._make_leaf(node, truth_context, iterable)
 
-    def _is_transparent_call(self, node: ast.expr) -> bool:
+    def _transparent_call(self, node: ast.expr) -> str | None:
+        """The call's trusted name (through a setup import: ``isclose`` is
+        ``math.isclose``) if the parent evaluates it itself, else None."""
         if not isinstance(node, ast.Call) or any(isinstance(a, ast.Starred) for a in node.args):
-            return False
+            return None
         name = _dotted_name(node.func)
         root = name.split(".")[0] if name else None
-        return name in TRANSPARENT_CALLS and root not in self.candidate_names
+        if name in self.aliases and root not in self.candidate_names:
+            name = self.aliases[name]
+        return name if name in TRANSPARENT_CALLS and root not in self.candidate_names \
+            else None
 
-    def _make_leaf(self, node: ast.expr, truth_context: bool) -> ast.expr:
+    def _make_leaf(self, node: ast.expr, truth_context: bool,
+                   iterable: bool = False) -> ast.expr:
         for child in ast.walk(node):
             if isinstance(child, _JUDGING_NODES):
                 raise UnsplittableTestError(
@@ -309,7 +358,7 @@ class _Splitter:
                     f"{type(child).__name__}, so the child would judge it: "
                     f"{ast.unparse(node)!r}")
         index = len(self.leaves)
-        self.leaves.append(Leaf(ast.unparse(node), truth_context))
+        self.leaves.append(Leaf(ast.unparse(node), truth_context, iterable))
         return ast.Subscript(ast.Name(VALUES_NAME, ast.Load()), ast.Constant(index), ast.Load())
 
 

@@ -570,3 +570,59 @@ def test_without_root_system_v_memory_is_refused_too():
     if not facts["seccomp"]:
         pytest.skip("no seccomp for an ordinary user here")
     assert facts["verdicts"] == [True], facts
+
+
+# ---------------------------------------------------------------- 1. what a leaf carries
+
+WRONG_ADD = "def add(a, b):\n    return a - b\n"
+RIGHT_ADD = "def add(a, b):\n    return a + b\n"
+ROUND_TEST = "assert round(add(2, 3) - 5, 6) == 0"
+
+
+@pytest.mark.parametrize(("attack", "test", "setup"), [
+    # a builtin rebound at run time (a static rebinding is refused): the child evaluated round
+    ("import builtins\nbuiltins.round = lambda *a, **k: 0\n", ROUND_TEST, ""),
+    ("import builtins\nbuiltins.sorted = lambda *a, **k: [1, 2]\n",
+     "assert sorted([add(2, 3), add(0, 1)]) == [1, 5]", ""),
+    # an attribute store on the module the setup imports from (not a binding)
+    ("import math\nmath.isclose = lambda *a, **k: True\n", "assert isclose(add(2, 3), 5.0)",
+     "from math import isclose"),
+    # a star import whose names the parent could not list
+    ("import math\nmath.isclose = lambda *a, **k: True\n", "assert isclose(add(2, 3), 5.0)",
+     "from math import *"),
+    # the leaf's source, read from the calling frame, held the expected 5
+    ("import sys\ndef add(a, b):\n    consts = sys._getframe(1).f_code.co_consts\n"
+     "    return consts[2] if len(consts) > 3 else -1\n", ROUND_TEST, ""),
+])
+def test_a_wrapper_and_its_expected_values_stay_in_the_parent(attack, test, setup):
+    code = attack if "def add" in attack else attack + WRONG_ADD
+    from grpo_core.sandbox.split import plan_tests
+    leaves = [leaf.source for leaf in plan_tests(code, setup, [test]).leaves]
+    assert all(leaf.startswith("add(") for leaf in leaves), leaves  # only the candidate's calls
+    assert run_tests(code, [test], setup_code=setup).passed == 0
+    assert run_tests(RIGHT_ADD, [test], setup_code=setup).fraction == 1.0
+
+
+def test_a_generator_a_map_or_a_view_still_passes_what_iterates_it():
+    code = ("def f(n):\n    return (i * i for i in range(n))\n"
+            "def g(x):\n    return map(str, x)\n"
+            "def d():\n    return {'b': 1, 'a': 2}.keys()\n")
+    tests = ["assert list(f(3)) == [0, 1, 4]", "assert sorted(f(3)) == [0, 1, 4]",
+             "assert sum(f(3)) == 5", "assert max(f(3)) == 4", "assert tuple(f(2)) == (0, 1)",
+             "assert list(g([1, 2])) == ['1', '2']", "assert sorted(d()) == ['a', 'b']",
+             "assert any(f(2)) and not all(f(2))", "assert len(list(f(4))) == 4"]
+    assert run_tests(code, tests).fraction == 1.0
+
+
+def test_the_wrappers_the_parent_evaluates_are_bounded():
+    """round with ten to the billion digits, sum of lists with a list as start: refused,
+    quickly, instead of stalling the trainer."""
+    import time
+    code = ("def big():\n    return 10 ** 4000\ndef digits():\n    return -10 ** 9\n"
+            "def lists():\n    return [[0]] * 50000\n")
+    started = time.process_time()
+    result = run_tests(code, ["assert round(big(), digits()) == 0",
+                              "assert sum(lists(), []) == []", "assert round(2.567, 2) == 2.57",
+                              "assert sum(lists()[0], 1) == 1"])
+    assert result.verdicts == (False, False, True, True)
+    assert time.process_time() - started < 1.0
