@@ -95,8 +95,13 @@ def run_child(isolation: Isolation, slot: Slot, request: dict[str, Any],
         _close(still_open, request_r, result_w)
         sent = _send(request_w, marshal.dumps(request, 4), deadline)
         _close(still_open, request_w)
-        data, ended_by = _collect(result_r, deadline, budget, pid, timeout_s) \
-            if sent == "ok" else (b"", sent)
+        exit_fd = _pidfd(pid)  # readable once the child exits (it is not reaped before _stop)
+        try:
+            data, ended_by = _collect(result_r, deadline, budget, pid, timeout_s,
+                                      exit_fd=exit_fd) if sent == "ok" else (b"", sent)
+        finally:
+            if exit_fd is not None:
+                os.close(exit_fd)
         status = _stop(isolation, slot, zygote, pid)
         run = ChildRun(data, ended_by, status, time.monotonic() - started)
     finally:
@@ -155,8 +160,19 @@ def _send(fd: int, payload: bytes, deadline: float) -> str:
         return "no_start"
 
 
+def _pidfd(pid: int) -> int | None:
+    """A pidfd of the child (Linux 5.3+), or None: the run can then end when the child exits,
+    even if a copy of its result pipe outlives it (in a unix socket's in-flight message, a
+    garbage cycle only the kernel's collector frees: issue 32)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
 def _collect(fd: int, deadline: float, budget: int, pid: int, cpu_s: float,
-             exited: Callable[[], bool] | None = None) -> tuple[bytes, str]:
+             exited: Callable[[], bool] | None = None,
+             exit_fd: int | None = None) -> tuple[bytes, str]:
     """Read until EOF, the CPU budget, the wall-clock backstop or the byte budget, whichever
     comes first (``eof``, ``cpu``, ``deadline``, ``budget``).
 
@@ -165,8 +181,12 @@ def _collect(fd: int, deadline: float, budget: int, pid: int, cpu_s: float,
     Never waits for EOF past the deadline: a stuck child cannot hold the parent. With
     ``exited`` (the portable tier, whose child's descendants may hold the pipe open), a pipe
     silent for ``EXIT_CHECK_S`` is also ended once the child itself has exited (``exit``).
+    With ``exit_fd`` (a pidfd of the child), the run ends once the child has exited and the
+    pipe holds nothing more (``exit``), whoever still holds a copy of its write end.
     """
     poller = _poller(fd)
+    if exit_fd is not None:
+        poller.register(exit_fd, select.POLLIN)
     chunks: list[bytes] = []
     size = 0
     check_cpu_at = time.monotonic() + cpu_s
@@ -182,10 +202,13 @@ def _collect(fd: int, deadline: float, budget: int, pid: int, cpu_s: float,
         wake = min(deadline, check_cpu_at)
         if exited is not None:
             wake = min(wake, now + EXIT_CHECK_S)
-        if not poller.poll(_ms_left(wake)):
+        events = poller.poll(_ms_left(wake))
+        if not events:
             if exited is not None and exited():
                 return b"".join(chunks), "exit"
             continue
+        if exit_fd is not None and all(ready != fd for ready, _ in events):
+            return _drain(fd, chunks, size, budget)  # the child is gone: what is left, then end
         chunk = os.read(fd, 1 << 16)
         if not chunk:
             return b"".join(chunks), "eof"
@@ -196,6 +219,21 @@ def _collect(fd: int, deadline: float, budget: int, pid: int, cpu_s: float,
 
 
 EXIT_CHECK_S = 0.05
+
+
+def _drain(fd: int, chunks: list[bytes], size: int, budget: int) -> tuple[bytes, str]:
+    """After the child's exit: read what the pipe already holds, without waiting."""
+    os.set_blocking(fd, False)
+    while size <= budget:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return b"".join(chunks), "exit"
+        if not chunk:
+            return b"".join(chunks), "eof"
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks), "budget"
 
 
 class _SelectorPoller:

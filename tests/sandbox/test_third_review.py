@@ -626,3 +626,22 @@ def test_the_wrappers_the_parent_evaluates_are_bounded():
                               "assert sum(lists()[0], 1) == 1"])
     assert result.verdicts == (False, False, True, True)
     assert time.process_time() - started < 1.0
+
+
+# ---------------------------------------------------------------- also worth fixing
+
+PIPE_IN_FLIGHT = ("import socket\na, b = socket.socketpair()\n"
+                  "socket.send_fds(a, [b'x'], [3, a.fileno(), b.fileno()])\n"
+                  "socket.send_fds(b, [b'y'], [a.fileno(), b.fileno()])\n" + CORRECT)
+
+
+def test_a_copy_of_the_result_pipe_in_flight_does_not_hold_the_run():
+    """The child sends its own result pipe over a unix socket it never reads: that copy lives
+    in a garbage cycle only the kernel's collector frees, so EOF never came and an honest
+    completion waited for the backstop (and read as a timeout). The run ends when the child
+    exits (a pidfd)."""
+    import time
+    started = time.monotonic()
+    result = run_tests(PIPE_IN_FLIGHT, list(ADD_TESTS), timeout_s=2.0)
+    assert (result.fraction, result.status) == (1.0, "ok"), result
+    assert time.monotonic() - started < 1.0
