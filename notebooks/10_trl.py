@@ -380,12 +380,18 @@ print(f"|difference|:                         {abs(our_value - trl_value):.1e}")
 print(f"gradient over {weights / 1e6:.0f} M weights: |g_ours - g_TRL| / |g_ours| = "
       f"{gradient_gap:.1e}")
 print(f"forward + backward on this batch: grpo_core {our_seconds:.2f} s, TRL {trl_seconds:.2f} s")
+# float32 sums in another order stay far below 1e-3; under bfloat16 autocast (8 significant
+# bits, which training left on the model's forward) each side rounds its matmuls its own way
+tolerance = 1e-3 if precision.autocast is None else 5e-2
+print(f"precision: {precision.describe()}; gradient tolerance {tolerance:g}")
 assert abs(our_value - trl_value) <= 1e-5 * max(1.0, abs(our_value)), "the losses differ"
-assert gradient_gap <= 1e-3, "the gradients differ"
+assert gradient_gap <= tolerance, "the gradients differ"
 
 # %% [markdown]
-# The two agree to float rounding (float32 sums in a different order: TRL's LM head works in
-# chunks). `tests/test_trl_parity.py` checks the same for every `loss_type`, with and without
+# The two agree to the rounding of the precision they ran in: in float32, float32 sums in a
+# different order (TRL's LM head works in chunks); under a bfloat16 plan the gap is larger,
+# since bfloat16 keeps 8 significant bits and each side rounds its own matmuls (the cell prints
+# the plan and the tolerance it checked). `tests/test_trl_parity.py` checks the same for every `loss_type`, with and without
 # the KL term and the clip, to $10^{-6}$.
 #
 # The loss *value* is near 0 because on-policy it is $-\frac{1}{G}\sum_i A_i$ and the advantages of

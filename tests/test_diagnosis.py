@@ -20,22 +20,19 @@ import pytest
 
 from grpo_core.diagnosis import (
     SYMPTOMS,
-    Diagnosis,
-    Finding,
     Thresholds,
     change_from_step0,
     diagnose,
     find_true_score,
-    format_steps,
     held_out_change,
     logged_rewards,
-    spearman,
     trained_rewards,
-    trend,
 )
+from grpo_core.findings import Diagnosis, Finding
 from grpo_core.gallery import FIXED_RUN_COMMANDS, GALLERY, gallery_entry
 from grpo_core.plots import compare_runs, plot_run
 from grpo_core.run_files import RecordedRun, list_runs, load_run, runs_dir, series
+from grpo_core.stats import spearman, trend
 
 RUNS_DIR = runs_dir()
 STEPS = 30
@@ -984,52 +981,7 @@ def test_a_spike_exactly_at_the_kl_floor_counts():
     assert kl_status(kl, kl_floor=up(0.25)) == "ok"
 
 
-# --- shared: trends, rank correlation and step ranges -----------------------------------------
-
-def test_helpers():
-    assert format_steps([9, 1, 2, 3, 7, 10]) == "1-3, 7, 9-10"
-    assert spearman([1, 2, 3, 4], [10, 20, 30, 45]) == pytest.approx(1.0)
-    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
-    assert spearman([1, 2, 3], [5, 5, 5]) == 0.0
-    assert spearman([1, 2, 3, 4], [1, 2, 2, 3]) == pytest.approx(0.9486833, rel=1e-6)
-    sparse = trend([1, 5, 10, 15, 20, 25, 30], [0.2, 0.18, 0.15, 0.12, 0.10, 0.08, 0.05])
-    assert (sparse.first, sparse.last) == pytest.approx((0.19, 0.065))  # thirds: 2 values
-    assert sparse.first_steps == (1, 5) and sparse.last_steps == (25, 30)
-    five = trend([1, 5, 10, 15, 20], [0.1, 0.3, 0.2, 0.2, 0.0])  # five evaluations: 2 per end
-    assert (five.first, five.last) == pytest.approx((0.2, 0.1))
-    dense = trend(list(range(1, 31)), list(range(30)))
-    assert (dense.first, dense.last, dense.rho) == pytest.approx((2.5, 26.5, 1.0))  # fifths
-
-
-def test_spearman_on_two_values_and_on_ties():
-    assert spearman([1, 2], [3, 5]) == 1.0
-    assert spearman([1, 2], [5, 3]) == -1.0
-    assert spearman([1], [2]) == 0.0
-    assert spearman([1, 2, 3, 4], [1, 1, 1, 2]) == pytest.approx(0.7745967, rel=1e-6)
-    assert spearman([1, 2, 3], [2, 1, 1]) == pytest.approx(-0.8660254, rel=1e-6)
-    with pytest.raises(ValueError, match="x and y differ in length: 2 vs 3"):
-        spearman([1, 2], [1, 2, 3])
-
-
-def test_trend_uses_fifths_from_10_values_and_thirds_below():
-    ten = trend(list(range(1, 11)), [float(v) for v in range(10)])
-    assert (ten.first, ten.last, ten.first_steps, ten.last_steps) == (0.5, 8.5, (1, 2), (9, 10))
-    nine = trend(list(range(1, 10)), [float(v) for v in range(9)])
-    assert (nine.first, nine.last, nine.first_steps, nine.last_steps) == (1.0, 7.0, (1, 3), (7, 9))
-    one = trend([4], [2.0])
-    assert (one.first, one.last, one.change, one.n) == (2.0, 2.0, 0.0, 1)
-    assert one.describe("kl") == "kl 2 (step 4) -> 2 (step 4), Spearman(step, value) +0.00"
-    assert ten.describe("x", digits=2) == ("x 0.5 (steps 1-2) -> 8.5 (steps 9-10), "
-                                          "Spearman(step, value) +1.00")
-
-
-def test_describe_rounds_to_the_digits_asked():
-    pair = trend([1, 2], [0.12345, 0.5])
-    assert pair.describe("x") == "x 0.123 (step 1) -> 0.5 (step 2), Spearman(step, value) +1.00"
-    assert pair.describe("x", digits=2).startswith("x 0.12 (step 1)")
-
-
-# --- shared: the held-out change against step 0, paired differences (notebook 08) -------------
+# --- shared: the held-out change against step 0 (notebook 08; paired differences: test_stats) --
 
 def test_held_out_change_reads_step_0_and_the_last_evaluation():
     records = held_out_run([0.30, 0.24, 0.18, 0.12], [0.0, 0.02, 0.025, 0.04])
@@ -1076,30 +1028,6 @@ def test_change_from_step0_leaves_out_z_when_there_is_no_standard_error():
         "(standard error 0.1, z +3.0)")
 
 
-def test_paired_difference_against_a_hand_computation():
-    from grpo_core.stats import paired_difference
-
-    a = {1: 0.5, 2: 1.0, 3: 0.0, 4: 0.25}
-    b = {1: 0.25, 2: 0.5, 3: 0.0, 4: 0.5}
-    moved = paired_difference(a, b)  # differences 0.25, 0.5, 0, -0.25: mean 0.125
-    assert moved.mean == pytest.approx(0.125) and moved.problems == 4
-    spread = ((0.125 ** 2) + (0.375 ** 2) + (0.125 ** 2) + (0.375 ** 2)) / 3
-    assert moved.sem == pytest.approx(math.sqrt(spread / 4))
-    assert moved.z == pytest.approx(0.125 / math.sqrt(spread / 4))
-    assert paired_difference(b, a).mean == pytest.approx(-0.125)  # a - b, not |a - b|
-    # the same shift on every problem: no spread, so no z (not an infinite one)
-    assert paired_difference({1: 0.5, 2: 0.75}, {1: 0.25, 2: 0.5}).z is None
-    with pytest.raises(ValueError, match="must score the same problems; only one has \\[3\\]"):
-        paired_difference({1: 0.5, 2: 0.5, 3: 0.5}, {1: 0.5, 2: 0.5})
-    with pytest.raises(ValueError, match="need at least 2 problems"):
-        paired_difference({1: 0.5}, {1: 0.0})
-    # the message names five unpaired problems, ids of any kind (ordered as text)
-    with pytest.raises(ValueError, match=r"only one has \[0, 1, 10, 11, 12\]$"):
-        paired_difference({p: 0.5 for p in range(7)}, {p: 0.5 for p in range(10, 17)})
-    with pytest.raises(ValueError, match=r"only one has \[1, 'x'\]$"):
-        paired_difference({1: 0.5, 2: 0.5}, {"x": 0.5, 2: 0.5})
-
-
 # --- shared: how a Finding and a Diagnosis render (text, table, HTML, plots) ------------------
 
 def test_diagnosis_prints_and_tabulates():
@@ -1122,7 +1050,6 @@ def test_evidence_numbers_have_three_significant_digits():
 
 
 def test_a_diagnosis_renders_as_an_html_table_coloured_by_status():
-    from grpo_core.diagnosis import Diagnosis, Finding
     from grpo_core.findings import STATUS_COLOURS
 
     diagnosis = Diagnosis([

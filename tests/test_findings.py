@@ -51,6 +51,7 @@ def test_a_diagnosis_reads_by_symptom_and_says_which_exist():
 
 def test_steps_and_counts_print_compactly():
     assert format_steps([9, 1, 2, 3, 7, 3]) == "1-3, 7, 9" and format_steps([]) == ""
+    assert format_steps([9, 1, 2, 3, 7, 10]) == "1-3, 7, 9-10"
     assert count_noun(1) == "1 step" and count_noun(3, "run") == "3 runs"
 
 

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
 
@@ -39,32 +37,6 @@ def test_memory_plan_counts_the_reference_and_lora_and_falls_back_to_checkpointi
     assert long.gradient_checkpointing and long.fits
     too_small = memory_plan(QWEN3_0_6B, 8 * GIB, **SETTINGS)
     assert not too_small.fits and "LoRA" in too_small.describe()
-
-
-QWEN3_TEMPLATE = (  # the generation-prompt branch of Qwen3's own chat template
-    "{%- for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + "
-    "message['content'] + '<|im_end|>\\n' }}{%- endfor %}{%- if add_generation_prompt %}"
-    "{{ '<|im_start|>assistant\\n' }}{%- if enable_thinking is defined and enable_thinking is "
-    "false %}{{ '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}")
-
-
-@pytest.fixture
-def tiny_qwen3_dir(smoke_policy, tmp_path):
-    """A 2-layer Qwen3 with random weights and a Qwen3-style chat template, saved like a Hub
-    model, so ``load_policy`` takes the gpu profile's path (``local_files_only``)."""
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-
-    _, tokenizer = smoke_policy
-    tokenizer = copy.deepcopy(tokenizer)
-    tokenizer.chat_template = QWEN3_TEMPLATE
-    torch.manual_seed(0)
-    config = Qwen3Config(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         head_dim=16, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True)
-    Qwen3ForCausalLM(config).save_pretrained(tmp_path)
-    tokenizer.save_pretrained(tmp_path)
-    return tmp_path
 
 
 @pytest.mark.model

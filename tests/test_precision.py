@@ -165,33 +165,7 @@ def test_the_loop_refuses_half_precision_weights(new_tiny_policy):
               config, progress=False)
 
 
-QWEN3_TEMPLATE = (  # the generation-prompt branch of Qwen3's own chat template
-    "{%- for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + "
-    "message['content'] + '<|im_end|>\\n' }}{%- endfor %}{%- if add_generation_prompt %}"
-    "{{ '<|im_start|>assistant\\n' }}{%- if enable_thinking is defined and enable_thinking is "
-    "false %}{{ '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}")
 SIZES = {"group_size": 2, "prompts_per_step": 2, "max_new_tokens": 8, "max_steps": 1}
-
-
-@pytest.fixture(scope="module")
-def tiny_qwen3_dir(tmp_path_factory):
-    """A 2-layer Qwen3 with random weights, saved in bfloat16 like Qwen3-0.6B on the Hub, so
-    ``load_policy`` takes the gpu profile's path (``local_files_only``)."""
-    from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
-
-    from grpo_core.models import ensure_offline_model
-
-    folder = tmp_path_factory.mktemp("tiny-qwen3")
-    tokenizer = AutoTokenizer.from_pretrained(ensure_offline_model())
-    tokenizer.chat_template = QWEN3_TEMPLATE
-    torch.manual_seed(0)
-    config = Qwen3Config(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         head_dim=16, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.eos_token_id, tie_word_embeddings=True)
-    Qwen3ForCausalLM(config).to(torch.bfloat16).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 @pytest.fixture

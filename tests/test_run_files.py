@@ -316,3 +316,65 @@ def test_list_runs_finds_folders_with_metrics_in_natural_order(tmp_path, monkeyp
     monkeypatch.setenv(RUNS_ENV, str(tmp_path))
     assert list_runs() == expected  # default: runs_dir()
     assert list_runs(tmp_path / "nowhere") == []
+
+
+# ----------------------------------------------------------------------------- writing a run
+
+
+def test_a_jsonl_log_flushes_each_row_and_a_resume_keeps_the_rows_up_to_its_step(tmp_path):
+    from grpo_core.run_files import JsonlLog
+
+    path = tmp_path / "metrics.jsonl"
+    log = JsonlLog(path, keep_up_to=None)
+    assert log.writing and not log.kept
+    for step in (0, 1, 2, 3):
+        log.write({"step": step, "reward": float(step)})
+        assert len(read_jsonl(path)) == step + 1  # on disk at once, before close
+    log.close()
+    resumed = JsonlLog(path, keep_up_to=2)  # the checkpoint's step: step 3 is computed again
+    assert [row["step"] for row in resumed.kept] == [0, 1, 2]
+    assert resumed.has_step(0) and not resumed.has_step(3)
+    resumed.write({"step": 3, "reward": 9.0})
+    resumed.close()
+    assert [row["reward"] for row in read_jsonl(path)] == [0.0, 1.0, 2.0, 9.0]
+    fresh = JsonlLog(path, keep_up_to=0)  # not a resume: nothing is kept
+    fresh.close()
+    assert read_jsonl(path) == []
+
+
+def test_write_first_puts_rows_before_the_kept_ones_and_none_writes_nothing(tmp_path):
+    from grpo_core.run_files import JsonlLog
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1}\n{"step": 2}\n')
+    log = JsonlLog(path, keep_up_to=2)
+    log.write_first([{"step": 0, "eval/x": 0.5}])
+    log.write({"step": 3})
+    log.close()
+    assert [row["step"] for row in read_jsonl(path)] == [0, 1, 2, 3]
+    nowhere = JsonlLog(None, keep_up_to=2)
+    nowhere.write({"step": 1})
+    nowhere.write_first([{"step": 0}])
+    nowhere.close()
+    assert not nowhere.writing and nowhere.kept == [] and not nowhere.has_step(1)
+
+
+def test_config_and_eval_state_round_trip_as_json(tmp_path):
+    from grpo_core.run_files import (
+        CONFIG_FILE,
+        jsonable,
+        read_eval_state,
+        write_config,
+        write_eval_state,
+    )
+
+    assert jsonable({1: (2, [3.5, None]), "f": print, "ok": True}) == {
+        "1": [2, [3.5, None]], "f": repr(print), "ok": True}
+    written = write_config(tmp_path, {"train": {"adam_betas": (0.9, 0.999)}, "command": "x"})
+    assert written == tmp_path / CONFIG_FILE
+    assert json.loads(written.read_text()) == {"train": {"adam_betas": [0.9, 0.999]},
+                                               "command": "x"}
+    assert read_eval_state(tmp_path) is None
+    state = {"prompt_ids": [3, 1], "baseline": {"unit_test_reward": [0.5, 0.0]}}
+    write_eval_state(tmp_path, state)
+    assert read_eval_state(tmp_path) == state

@@ -97,3 +97,70 @@ def test_a_trend_averages_fifths_or_thirds_of_a_short_series():
 def test_numbers_and_spans_print_as_the_evidence_reads_them():
     assert format_number(0.123456) == "0.123" and format_number(1234.5, 2) == "1.2e+03"
     assert format_span((3, 3)) == "step 3" and format_span((1, 4)) == "steps 1-4"
+
+
+# ----------------------------------------------------------------------------- moved with the code from diagnosis
+
+
+def test_spearman_and_trend_on_hand_made_series():
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 45]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman([1, 2, 3], [5, 5, 5]) == 0.0
+    assert spearman([1, 2, 3, 4], [1, 2, 2, 3]) == pytest.approx(0.9486833, rel=1e-6)
+    sparse = trend([1, 5, 10, 15, 20, 25, 30], [0.2, 0.18, 0.15, 0.12, 0.10, 0.08, 0.05])
+    assert (sparse.first, sparse.last) == pytest.approx((0.19, 0.065))  # thirds: 2 values
+    assert sparse.first_steps == (1, 5) and sparse.last_steps == (25, 30)
+    five = trend([1, 5, 10, 15, 20], [0.1, 0.3, 0.2, 0.2, 0.0])  # five evaluations: 2 per end
+    assert (five.first, five.last) == pytest.approx((0.2, 0.1))
+    dense = trend(list(range(1, 31)), list(range(30)))
+    assert (dense.first, dense.last, dense.rho) == pytest.approx((2.5, 26.5, 1.0))  # fifths
+
+
+def test_spearman_on_two_values_and_on_ties():
+    assert spearman([1, 2], [3, 5]) == 1.0
+    assert spearman([1, 2], [5, 3]) == -1.0
+    assert spearman([1], [2]) == 0.0
+    assert spearman([1, 2, 3, 4], [1, 1, 1, 2]) == pytest.approx(0.7745967, rel=1e-6)
+    assert spearman([1, 2, 3], [2, 1, 1]) == pytest.approx(-0.8660254, rel=1e-6)
+    with pytest.raises(ValueError, match="x and y differ in length: 2 vs 3"):
+        spearman([1, 2], [1, 2, 3])
+
+
+def test_trend_uses_fifths_from_10_values_and_thirds_below():
+    ten = trend(list(range(1, 11)), [float(v) for v in range(10)])
+    assert (ten.first, ten.last, ten.first_steps, ten.last_steps) == (0.5, 8.5, (1, 2), (9, 10))
+    nine = trend(list(range(1, 10)), [float(v) for v in range(9)])
+    assert (nine.first, nine.last, nine.first_steps, nine.last_steps) == (1.0, 7.0, (1, 3), (7, 9))
+    one = trend([4], [2.0])
+    assert (one.first, one.last, one.change, one.n) == (2.0, 2.0, 0.0, 1)
+    assert one.describe("kl") == "kl 2 (step 4) -> 2 (step 4), Spearman(step, value) +0.00"
+    assert ten.describe("x", digits=2) == ("x 0.5 (steps 1-2) -> 8.5 (steps 9-10), "
+                                          "Spearman(step, value) +1.00")
+
+
+def test_describe_rounds_to_the_digits_asked():
+    pair = trend([1, 2], [0.12345, 0.5])
+    assert pair.describe("x") == "x 0.123 (step 1) -> 0.5 (step 2), Spearman(step, value) +1.00"
+    assert pair.describe("x", digits=2).startswith("x 0.12 (step 1)")
+
+
+def test_paired_difference_against_a_hand_computation():
+    a = {1: 0.5, 2: 1.0, 3: 0.0, 4: 0.25}
+    b = {1: 0.25, 2: 0.5, 3: 0.0, 4: 0.5}
+    moved = paired_difference(a, b)  # differences 0.25, 0.5, 0, -0.25: mean 0.125
+    assert moved.mean == pytest.approx(0.125) and moved.problems == 4
+    spread = ((0.125 ** 2) + (0.375 ** 2) + (0.125 ** 2) + (0.375 ** 2)) / 3
+    assert moved.sem == pytest.approx(math.sqrt(spread / 4))
+    assert moved.z == pytest.approx(0.125 / math.sqrt(spread / 4))
+    assert paired_difference(b, a).mean == pytest.approx(-0.125)  # a - b, not |a - b|
+    # the same shift on every problem: no spread, so no z (not an infinite one)
+    assert paired_difference({1: 0.5, 2: 0.75}, {1: 0.25, 2: 0.5}).z is None
+    with pytest.raises(ValueError, match="must score the same problems; only one has \\[3\\]"):
+        paired_difference({1: 0.5, 2: 0.5, 3: 0.5}, {1: 0.5, 2: 0.5})
+    with pytest.raises(ValueError, match="need at least 2 problems"):
+        paired_difference({1: 0.5}, {1: 0.0})
+    # the message names five unpaired problems, ids of any kind (ordered as text)
+    with pytest.raises(ValueError, match=r"only one has \[0, 1, 10, 11, 12\]$"):
+        paired_difference({p: 0.5 for p in range(7)}, {p: 0.5 for p in range(10, 17)})
+    with pytest.raises(ValueError, match=r"only one has \[1, 'x'\]$"):
+        paired_difference({1: 0.5, 2: 0.5}, {"x": 0.5, 2: 0.5})
