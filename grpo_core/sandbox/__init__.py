@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from .execute import ChildRun, SandboxError, run_child
 from .host import Isolation, worker_slot
 from .judge import Records, judge_tests, parse_records
+from .portable import run_portable
 from .probe import (
     IsolationReport,
     SandboxWarning,
@@ -156,7 +157,8 @@ def _run(isolation: Isolation, request: dict, limits: list[tuple[str, int]], tim
     for _ in range(2):
         try:
             with worker_slot(isolation) as slot:
-                run = run_child(isolation, slot, request, limits, timeout_s)
+                runner = run_portable if isolation.portable else run_child
+                run = runner(isolation, slot, request, limits, timeout_s)
                 records = parse_records(run.data, plan)
                 if records.ready or run.ended_by not in ("eof", "exit", "no_start"):
                     return run, records, slot.uid, ""

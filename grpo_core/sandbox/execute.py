@@ -76,9 +76,6 @@ def run_child(isolation: Isolation, slot: Slot, request: dict[str, Any],
     ``timeout_s`` is the child's CPU budget; the wall clock only backs it up
     (``wall_backstop``).
     """
-    if isolation.portable:  # no zygote, no namespaces: one plain subprocess (portable.py)
-        from .portable import run_portable
-        return run_portable(isolation, request, limits, timeout_s, budget)
     _zygote(isolation, slot)  # started (once per slot) before the clock starts
     started = time.monotonic()
     deadline = started + wall_backstop(timeout_s)

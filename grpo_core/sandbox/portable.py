@@ -36,14 +36,25 @@ import time
 from typing import Any
 
 from ._child import empty_folder
-from .execute import OUTPUT_BUDGET, ChildRun, SandboxError, _collect, _send, wall_backstop
-from .host import BOOTSTRAP, Isolation, make_workdir, sandbox_env
+from .execute import (
+    OUTPUT_BUDGET,
+    ChildRun,
+    SandboxError,
+    _collect,
+    _send,
+    run_child,
+    wall_backstop,
+)
+from .host import BOOTSTRAP, Isolation, Slot, make_workdir, sandbox_env
 
 
-def run_portable(isolation: Isolation, request: dict[str, Any], limits: list[tuple[str, int]],
-                 timeout_s: float, budget: int = OUTPUT_BUDGET) -> ChildRun:
-    """Start one fresh child for ``request``, collect its records, kill and reap it, remove
-    its working folder. Raises ``SandboxError`` only if the interpreter cannot be started."""
+def run_portable(isolation: Isolation, slot: Slot, request: dict[str, Any],
+                 limits: list[tuple[str, int]], timeout_s: float,
+                 budget: int = OUTPUT_BUDGET) -> ChildRun:
+    """``execute.run_child`` for the portable tier (the same arguments; ``slot`` only counts
+    concurrent runs): start one fresh child for ``request``, collect its records, kill and
+    reap it, remove its working folder. Raises ``SandboxError`` only if the interpreter
+    cannot be started."""
     workdir = make_workdir(isolation, None)
     result_r, result_w = os.pipe()
     started = time.monotonic()
@@ -114,3 +125,8 @@ def _remove(workdir: str) -> None:
         empty_folder(workdir)
     with contextlib.suppress(OSError):
         os.rmdir(workdir)
+
+
+def runner_for(isolation: Isolation):
+    """``run_portable`` for the portable tier, else ``execute.run_child``."""
+    return run_portable if isolation.portable else run_child

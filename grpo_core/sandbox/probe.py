@@ -27,9 +27,10 @@ import warnings
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .execute import TMPFS_BYTES, SandboxError, run_child
+from .execute import TMPFS_BYTES, SandboxError
 from .host import Isolation, existing_shared_dirs, prepare_base_dir, worker_slot
 from .judge import decode_value
+from .portable import runner_for
 from .zygote import Zygote, ZygoteError, discard_zygote
 
 UID_BASE_DEFAULT = 60100
@@ -217,7 +218,7 @@ def _self_test(isolation: Isolation) -> Facts | None:
     request = {"code": code, "setup": "", "leaves": [("facts()", False)]}
     with worker_slot(isolation) as slot:
         try:
-            run = run_child(isolation, slot, request, limits, timeout_s=10.0)
+            run = runner_for(isolation)(isolation, slot, request, limits, timeout_s=10.0)
         finally:
             discard_zygote(isolation, slot)
     lines = run.data.split(b"\n")
