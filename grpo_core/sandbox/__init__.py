@@ -18,8 +18,10 @@ in short:
   dumps limited, no_new_privs, and, where the kernel allows them, an empty network namespace,
   a private IPC namespace, its own PID namespace and its own mount namespace whose root is a
   size-capped tmpfs holding only read-only system folders and the standard library (the
-  project, its data and every home folder are absent), and a seccomp filter (no kernel
-  keyrings, no ``sync``). Its environment holds no secrets and its output goes to /dev/null.
+  project, its data, every home folder and every third-party package are absent), and a
+  seccomp filter (signals only to itself; no ptrace, new namespaces, mounts, io_uring,
+  userfaultfd, bpf, perf_event_open, System V IPC, kernel keyrings or ``sync``). Its
+  environment holds no secrets and its output goes to /dev/null.
 * **The budget is CPU time**: ``timeout_s`` of CPU for the whole completion, read from
   /proc by the parent, so a completion scores the same on a busy machine; a wall-clock
   limit (``2 * timeout_s + 0.25`` s) is only a backstop, enforced with SIGKILL by the parent.
