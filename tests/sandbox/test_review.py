@@ -14,6 +14,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -100,6 +101,15 @@ def _host_traces(unique: str) -> list[str]:
             for path in Path(folder).glob(f"grpo-*-{unique}")]
 
 
+def _wait_for_clean_ups(timeout_s: float = 120.0) -> None:
+    """Let a clean-up that passed its deadline finish in the background (its slot stays
+    quarantined until then, issue 32 class 6): on a loaded machine the sweep of what a
+    candidate left can take longer than its 2 s."""
+    for thread in threading.enumerate():
+        if thread.name.startswith("grpo-sandbox-clean-up-"):
+            thread.join(timeout_s)
+
+
 @pytest.mark.parametrize("variant", ["default", "without namespaces"])
 def test_clean_up_never_follows_what_the_candidate_planted(variant, context, isolation):
     chosen = isolation
@@ -110,6 +120,7 @@ def test_clean_up_never_follows_what_the_candidate_planted(variant, context, iso
     assert result.passed == 0
     assert nothing_reached(context) == []
     assert stat.S_IMODE(os.stat("/").st_mode) == 0o755
+    _wait_for_clean_ups()
     assert _host_traces(context.values["unique"]) == []
     assert leftovers(result.uid, chosen.base_dir) == []
     assert run_tests(CORRECT, list(ADD_TESTS), isolation=chosen).fraction == 1.0
