@@ -18,9 +18,12 @@ Printed per implementation and precision: the median step time over every timed 
 clock, sampling included), the rollout throughput (completion tokens, up to and including
 the first EOS, per second of sampling) and its fraction of a bound measured on this machine
 (rows x read bandwidth / bytes of weights read per decoding step: each step of a batched
-decode reads every weight once), and the peak memory (resident set size on CPU,
+decode reads every weight once), a decoding step's own time (a rollout's seconds over its
+decoding steps) beside the time of reading the weights once, and the peak memory (resident set size on CPU,
 ``torch.cuda.max_memory_allocated`` on a GPU). The last line is the ratio ours / TRL at the
-default precision.
+default precision. The first line names the CPU, its flags that decide the plan (avx2,
+avx512f, avx512_bf16, amx_bf16) and the load average, printed again with each precision's
+figures: on a shared machine, read the figures beside the load.
 
     python benchmarks/bench_step.py [--steps 3] [--rounds 2] [--threads 0] [--device cpu|cuda]
 
@@ -73,8 +76,9 @@ def _clock(device: str) -> float:
     return time.perf_counter()
 
 
-def timed_generate(model, tokenizer, log: list[tuple[float, int]]) -> None:
-    """Wrap ``model.generate`` (TRL samples with it) to record (seconds, completion tokens)."""
+def timed_generate(model, tokenizer, log: list[tuple[float, int, int]]) -> None:
+    """Wrap ``model.generate`` (TRL samples with it) to record (seconds, completion tokens,
+    decoding steps)."""
     original, eos_ids, device = model.generate, _eos_ids(model, tokenizer), model.device.type
 
     def generate(*args, **kwargs):
@@ -82,13 +86,14 @@ def timed_generate(model, tokenizer, log: list[tuple[float, int]]) -> None:
         output = original(*args, **kwargs)
         seconds = _clock(device) - start
         prompt_width = kwargs["input_ids"].shape[1] if "input_ids" in kwargs else args[0].shape[1]
-        log.append((seconds, _completion_tokens(output[:, prompt_width:], eos_ids)))
+        log.append((seconds, _completion_tokens(output[:, prompt_width:], eos_ids),
+                    output.shape[1] - prompt_width))
         return output
 
     model.generate = generate
 
 
-def timed_decode(log: list[tuple[float, int]]) -> None:
+def timed_decode(log: list[tuple[float, int, int]]) -> None:
     """Wrap ``grpo_core.rollout.decode_until`` (our loop samples with it) the same way."""
     from grpo_core import rollout
 
@@ -98,7 +103,8 @@ def timed_decode(log: list[tuple[float, int]]) -> None:
         start = _clock(input_ids.device.type)
         new_ids, stopped_at = original(model, input_ids, attention_mask, **kwargs)
         seconds = _clock(input_ids.device.type) - start
-        log.append((seconds, _completion_tokens(new_ids, kwargs["eos_token_ids"])))
+        log.append((seconds, _completion_tokens(new_ids, kwargs["eos_token_ids"]),
+                    new_ids.shape[1]))
         return new_ids, stopped_at
 
     rollout.decode_until = decode_until
@@ -225,10 +231,12 @@ def summary(name: str, step_times: list[float], generations: list, device: str,
         peak = torch.cuda.max_memory_allocated() / 2**30
     else:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
-    seconds = sum(s for s, _ in generations)
-    tokens = sum(t for _, t in generations)
+    seconds = sum(g[0] for g in generations)
+    tokens = sum(g[1] for g in generations)
+    decoding_steps = sum(g[2] for g in generations)  # the prompt pass counted as one
     return {"name": name, "median_step_s": statistics.median(step_times), "step_times": step_times,
             "rollout_tokens_per_s": tokens / seconds if seconds else float("nan"),
+            "decode_step_s": seconds / decoding_steps if decoding_steps else float("nan"),
             "weight_bytes_per_decode_step": read_bytes, "phases": phases or {},
             "peak_memory_gib": peak, "memory_kind": "GPU allocated" if device == "cuda" else "RSS"}
 
@@ -267,6 +275,7 @@ def merge(runs: list[dict]) -> dict:
     phases = {k: statistics.median(r["phases"][k] for r in runs) for k in runs[0]["phases"]}
     return {**runs[0], "step_times": times, "median_step_s": statistics.median(times),
             "rollout_tokens_per_s": statistics.mean(r["rollout_tokens_per_s"] for r in runs),
+            "decode_step_s": statistics.mean(r["decode_step_s"] for r in runs),
             "peak_memory_gib": max(r["peak_memory_gib"] for r in runs), "phases": phases}
 
 
@@ -279,11 +288,35 @@ def report(result: dict, bandwidth: float | None, rows: int) -> str:
         line += (f" = {result['rollout_tokens_per_s'] / bound:.0%} of the bound {bound:.0f} "
                  f"({result['weight_bytes_per_decode_step'] / 1e6:.0f} MB of weights per "
                  f"decoding step)")
+        own = result["decode_step_s"]
+        line += (f"; a decoding step {own * 1e3:.0f} ms (a rollout's time / its decoding steps) "
+                 f"beside the {result['weight_bytes_per_decode_step'] / bandwidth * 1e3:.0f} ms "
+                 f"of reading the weights once")
     line += f"; peak {result['memory_kind']} {result['peak_memory_gib']:.2f} GiB"
     if result["phases"]:
         line += "\n" + " " * 18 + "median per step: " + ", ".join(
             f"{k.removeprefix('time/')} {v:.2f} s" for k, v in result["phases"].items())
     return line
+
+
+def cpu_description() -> str:
+    """The CPU's name and the flags that decide the precision plan (avx2, avx512_bf16, amx)."""
+    import platform
+
+    name, flags = platform.processor() or platform.machine(), set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                name = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+    except OSError:  # not Linux: the name only
+        pass
+    cores = os.cpu_count()
+    wanted = ["avx2", "avx512f", "avx512_bf16", "amx_bf16"]
+    shown = ", ".join(f"{f} {'yes' if f in flags else 'no'}" for f in wanted) if flags else "flags unknown"
+    return f"{name}, {cores} logical CPUs ({shown})"
 
 
 def main() -> int:
@@ -302,6 +335,7 @@ def main() -> int:
     from grpo_core.precision import detect_precision
 
     default = detect_precision(args.device)
+    print(f"CPU: {cpu_description()}; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"one GRPO step: {PROMPTS_PER_STEP} prompts x k={GROUP}, {NEW_TOKENS} new tokens, "
           f"SmolLM2-135M on {args.device}, {args.threads or 'default'} thread(s), median of "
           f"{args.rounds} x {args.steps} steps (each run: 1 warm-up), runs alternating ours, TRL")
@@ -324,7 +358,8 @@ def main() -> int:
         label = default.reason if name == "default" else "float32 throughout"
         print(f"\n-- {name}: {label}")
         if bandwidth:
-            print(f"   read bandwidth {bandwidth / 1e9:.1f} GB/s")
+            print(f"   read bandwidth {bandwidth / 1e9:.1f} GB/s; load average "
+                  f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         for result in merged.values():
             print(report(result, bandwidth, PROMPTS_PER_STEP * GROUP))
         ratios[name] = merged["ours"]["median_step_s"] / merged["trl"]["median_step_s"]

@@ -536,7 +536,13 @@ for reuse in (1, 2, 4):
 #
 # - **Generation** produces one token at a time. Each new token is a forward pass over the whole
 #   model for only B rows, so it is bound by reading all the weights from memory (about 540 MB in
-#   float32 here) once per token, not by arithmetic.
+#   float32 here) once per token, not by arithmetic. That is the ideal; in float32 on a
+#   2-core CPU, 16 rows are already enough arithmetic (16 × 2 × 135 M multiply-adds per token)
+#   to take longer than the reading, so a decoding step costs about in proportion to its rows.
+#   `sample_group` uses that: it runs the prompt pass once per distinct prompt (a group's k
+#   rows share it) and drops a completion from the batch as soon as it ends, so a group whose
+#   answers are short no longer pays for its longest one on every row (the same draws, the
+#   same distribution).
 # - **The update** is one forward and one backward pass over all B × (prompt + completion)
 #   tokens at once: large matrix products, bound by arithmetic.
 #
