@@ -165,6 +165,11 @@ def test_a_held_out_row_has_no_prompt_reward_or_advantage():
                    "unit_test_reward": 0.123457, "rewards/advantage": 0.5,
                    "rewards/chars": 2.0}
     assert row["truncated"] is True and row["cut"] is False  # exactly max_chars: not cut
+    # a reward function named "reward" on a held-out row (no reward field) still moves: the
+    # training rows' field of that name means the weighted total
+    named = sample_record(2, "held_out", 17, 0, "", truncated=False, max_chars=4,
+                          values={"reward": 0.5})
+    assert "reward" not in named and named["rewards/reward"] == 0.5
 
 
 def test_a_long_run_of_long_completions_stays_under_three_megabytes():
@@ -307,10 +312,12 @@ def test_list_runs_finds_folders_with_metrics_in_natural_order(tmp_path, monkeyp
         write_jsonl(tmp_path / name / "metrics.jsonl", [{"step": 1}])
     (tmp_path / "still-starting").mkdir()
     (tmp_path / "still-starting" / "metrics.jsonl").write_text("")  # empty: not listed
+    (tmp_path / "one-byte").mkdir()
+    (tmp_path / "one-byte" / "metrics.jsonl").write_text("\n")  # not empty: listed
     (tmp_path / "no-metrics").mkdir()
     (tmp_path / "metrics.jsonl").write_text('{"step": 1}\n')  # not in a run folder
     expected = [tmp_path / name for name in ("exp1-length-cpu", "exp2-k2-cpu", "exp2-k8-cpu",
-                                             "exp2-k16-cpu")]
+                                             "exp2-k16-cpu", "one-byte")]
     assert list_runs(tmp_path) == expected
     assert list_runs(str(tmp_path)) == expected
     monkeypatch.setenv(RUNS_ENV, str(tmp_path))
