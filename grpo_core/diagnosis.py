@@ -56,10 +56,11 @@ from grpo_core.run_files import (
     series,
     training_records,
 )
-from grpo_core.stats import (
+from grpo_core.stats import (  # paired_difference: notebook 08 reads it from here
     Trend,
     format_number,
     format_span,
+    paired_difference,  # noqa: F401
     spearman,
     trend,
     z_score,
