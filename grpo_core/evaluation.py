@@ -22,8 +22,14 @@ reward function ``fn`` it logs:
   ``sem`` and the right yardstick for "did the score move": ``z = (eval now - eval at step 0)
   / delta_sem``. At step 0 it is logged as exactly 0.0 (the change of the base model against
   itself); it is left out when the evaluator never saw step 0 (called outside ``train``).
+- ``eval/<fn>/pass@1`` and ``eval/<fn>/pass@<k>`` (k = samples per problem, when above 1),
+  each with ``/sem`` over problems, for the reward functions named pass/fail
+  (``pass_fail``: a sample passes when it scores ``PASS_SCORE``, every assert): the unbiased
+  estimate of "at least one of k samples passes" (``grpo_core.stats.pass_at_k``). pass@1 rising
+  more than pass@k means training sharpened what the model could already do; pass@k rising
+  means it solves problems none of its samples solved before.
 
-Both standard errors need at least two problems; with one they are left out.
+The standard errors need at least two problems; with one they are left out.
 """
 
 from __future__ import annotations
@@ -39,7 +45,9 @@ from torch import Tensor
 from grpo_core.rewards import RewardFn
 from grpo_core.rollout import chat_prompt, sample_group
 from grpo_core.scoring import call_reward, group_columns, reward_list, reward_name
-from grpo_core.stats import mean, problem_means, standard_error
+from grpo_core.stats import mean, problem_means, problem_pass_at_k, standard_error
+
+PASS_SCORE = 1.0  # a pass/fail reward's score for a sample that passes (every assert)
 
 
 @runtime_checkable
@@ -216,15 +224,37 @@ def matrix_problem_means(scores: Tensor) -> list[float]:
     return list(problem_means(dict(enumerate(scores.double().tolist()))).values())
 
 
+def pass_at_k_metrics(matrix: Tensor, key: str) -> dict[str, float]:
+    """``{"<key>/pass@1": ..., "<key>/pass@<k>": ...}`` (k = the matrix's columns, when above
+    1), each with ``/sem`` over problems (two problems or more), from ``[N, k]`` scores of a
+    pass/fail reward: a sample passes when it scores :data:`PASS_SCORE`."""
+    if matrix.dim() != 2 or matrix.numel() == 0:
+        raise ValueError(f"scores must be a non-empty [problems, samples] matrix, got "
+                         f"{tuple(matrix.shape)}")
+    passed = dict(enumerate((matrix >= PASS_SCORE).tolist()))
+    metrics: dict[str, float] = {}
+    for k in sorted({1, matrix.shape[1]}):
+        per_problem = list(problem_pass_at_k(passed, k).values())
+        metrics[f"{key}/pass@{k}"] = mean(per_problem)
+        if len(per_problem) >= 2:
+            metrics[f"{key}/pass@{k}/sem"] = standard_error(per_problem)
+    return metrics
+
+
 def eval_metrics(scores: dict[str, Tensor], baseline: dict[str, list[float]] | None = None,
-                 prefix: str = "eval") -> dict[str, float]:
+                 prefix: str = "eval", pass_fail: Sequence[str] = ()) -> dict[str, float]:
     """The held-out metrics of one evaluation from its ``{name: [N, k]}`` score matrices.
 
     ``baseline``: ``{name: N floats}`` per-problem means at step 0 (same problems, same order);
-    with it, ``delta_sem`` is logged. Returns ``{"<prefix>/<name>": mean,
-    "<prefix>/<name>/sem": ..., "<prefix>/<name>/delta_sem": ...}`` (the standard errors
-    only with at least two problems).
+    with it, ``delta_sem`` is logged. ``pass_fail``: the names whose scores are pass/fail
+    (:func:`pass_at_k_metrics`). Returns ``{"<prefix>/<name>": mean, "<prefix>/<name>/sem":
+    ..., "<prefix>/<name>/delta_sem": ..., "<prefix>/<name>/pass@1": ...}`` (the standard
+    errors only with at least two problems).
     """
+    unknown = sorted(set(pass_fail) - set(scores))
+    if unknown:
+        raise ValueError(f"pass_fail names {unknown}, which this evaluation did not score "
+                         f"(it scored {sorted(scores)})")
     metrics: dict[str, float] = {}
     for name, matrix in scores.items():
         means = matrix_problem_means(matrix)
@@ -239,6 +269,8 @@ def eval_metrics(scores: dict[str, Tensor], baseline: dict[str, list[float]] | N
                                      f"problems, this evaluation {len(means)}")
                 metrics[f"{key}/delta_sem"] = standard_error(
                     [now - then for now, then in zip(means, before, strict=True)])
+        if name in pass_fail:
+            metrics.update(pass_at_k_metrics(matrix, key))
     return metrics
 
 
@@ -264,6 +296,8 @@ class HeldOutEvaluator:
             :meth:`bind`), so the held-out samples are drawn exactly as the training ones.
         seed: the sampling seed of every evaluation.
         prefix: the metrics' prefix (``eval``).
+        pass_fail: the reward functions (or their names) whose scores are pass/fail, for
+            which pass@1 and pass@k are logged (the module's docstring).
         completions_per_batch: completions per decoding loop: ``completions_per_batch //
             samples_per_prompt`` prompts at a time (at least one).
     """
@@ -282,6 +316,7 @@ class HeldOutEvaluator:
         stop_at: str | None = None,
         seed: int = 0,
         prefix: str = "eval",
+        pass_fail: Sequence[RewardFn | str] = (),
         completions_per_batch: int = 16,
     ):
         self.rows = [dict(row) for row in rows]
@@ -290,6 +325,12 @@ class HeldOutEvaluator:
         if not isinstance(samples_per_prompt, int) or samples_per_prompt < 1:
             raise ValueError(f"samples_per_prompt must be an int >= 1, got {samples_per_prompt!r}")
         self.reward_funcs, _ = reward_list(reward_funcs)
+        self.pass_fail = [item if isinstance(item, str) else reward_name(item)
+                          for item in pass_fail]
+        scored = {reward_name(fn) for fn in self.reward_funcs}
+        if not set(self.pass_fail) <= scored:
+            raise ValueError(f"pass_fail names {sorted(set(self.pass_fail) - scored)}, which "
+                             f"are not among the reward functions {sorted(scored)}")
         self.samples_per_prompt = samples_per_prompt
         self.seed, self.prefix = seed, prefix
         self.prompts_per_batch = max(1, completions_per_batch // samples_per_prompt)
@@ -326,7 +367,7 @@ class HeldOutEvaluator:
         if step == 0:
             self.baseline = {name: matrix_problem_means(values)
                              for name, values in scored.scores.items()}
-        return eval_metrics(scored.scores, self.baseline, self.prefix)
+        return eval_metrics(scored.scores, self.baseline, self.prefix, self.pass_fail)
 
     def sample_rows(self, per_problem: int | None = None) -> list[dict[str, Any]]:
         """The last evaluation's completions, ``per_problem`` (None: all) of each problem's

@@ -190,12 +190,13 @@ def held_out_experiment_evaluator(profile: Profile, rows: list[dict[str, Any]],
     """The held-out evaluator of the code experiments: ``eval_size(profile, samples).samples``
     per problem, the profile's seed, and the run's own sampling settings (budget,
     temperature: ``train`` binds them), so held-out completions are drawn as the training
-    ones are."""
+    ones are. The unit-test reward is pass/fail for pass@k (a sample passes every assert)."""
     from grpo_core.evaluation import HeldOutEvaluator
 
+    pass_fail = [fn for fn in reward_funcs if fn is rewards.unit_test_reward]
     return HeldOutEvaluator(rows, reward_funcs,
                             samples_per_prompt=eval_size(profile, samples).samples,
-                            seed=profile.seed)
+                            seed=profile.seed, pass_fail=pass_fail)
 
 
 def held_out_notes(rows: list[dict[str, Any]], profile: Profile,

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grpo_core.stats import problem_means
+from grpo_core.stats import problem_means, problem_pass_at_k
 
 PACKAGE_DATA = Path(__file__).resolve().parent / "data"
 EXP1_PROMPTS = PACKAGE_DATA / "prompts_exp1.jsonl"
@@ -61,6 +61,7 @@ PROMPT_CHARS = 200  # a samples.jsonl row's prompt (rows without a task_id) is c
 SAMPLE_SPLITS = ("train", "held_out")
 # the standard errors logged beside an eval/<fn> mean (grpo_core.evaluation)
 EVAL_STAT_SUFFIXES = ("/sem", "/delta_sem")
+PASS_AT = "/pass@"  # eval/<fn>/pass@<k>: pass@k beside a pass/fail reward's held-out mean
 
 StepMetrics = Sequence[dict[str, Any]]  # one dict of metrics per step (TRL's names)
 
@@ -191,6 +192,19 @@ class Samples:
                                f"{sorted(k for k in row if isinstance(row[k], (int, float)))}")
             values.setdefault(row.get("prompt_id"), []).append(float(row[name]))
         return problem_means(values)
+
+    def problem_pass_at_k(self, name: str, step: int, k: int, split: str = "held_out",
+                          pass_score: float = 1.0) -> dict[Any, float]:
+        """Each problem's pass@k (``grpo_core.stats.pass_at_k``) from its recorded rows of
+        ``split`` at ``step``, a row passing when ``name`` is at least ``pass_score``: pass@k
+        of runs that logged none, from the samples they kept (every sample of a problem must
+        have been kept, or the estimate is of the kept ones). Empty when no row matches."""
+        passed: dict[Any, list[bool]] = {}
+        for row in self.select(split=split, step=step):
+            if name not in row:
+                raise KeyError(f"a {split} row of step {step} has no {name!r}")
+            passed.setdefault(row.get("prompt_id"), []).append(float(row[name]) >= pass_score)
+        return problem_pass_at_k(passed, k)
 
     @property
     def steps(self) -> list[int]:
@@ -341,15 +355,24 @@ def read_eval_state(out_dir: Path | str) -> dict[str, Any] | None:
 
 
 def is_eval_stat(key: str) -> bool:
-    """True for the standard errors beside a held-out mean (``eval/<fn>/sem``,
-    ``eval/<fn>/delta_sem``), which are not scores themselves."""
-    return key.startswith("eval/") and key.endswith(EVAL_STAT_SUFFIXES)
+    """True for what is logged beside a held-out mean (its standard errors ``eval/<fn>/sem``
+    and ``eval/<fn>/delta_sem``, and ``eval/<fn>/pass@<k>``), which is not a mean score of
+    its own."""
+    return key.startswith("eval/") and (key.endswith(EVAL_STAT_SUFFIXES) or PASS_AT in key)
 
 
 def eval_mean_keys(records: StepMetrics) -> list[str]:
     """The held-out means a run logged (``eval/<fn>``, not their standard errors), sorted."""
     return sorted({key for record in records for key in record
                    if key.startswith("eval/") and not is_eval_stat(key)})
+
+
+def pass_at_keys(records: StepMetrics) -> list[str]:
+    """The pass@k figures a run logged (``eval/<fn>/pass@<k>``, not their standard errors),
+    sorted by reward and then by k."""
+    found = {key for record in records for key in record
+             if key.startswith("eval/") and PASS_AT in key and not key.endswith("/sem")}
+    return sorted(found, key=lambda key: (key.split(PASS_AT)[0], int(key.split(PASS_AT)[1])))
 
 
 def training_records(records: StepMetrics) -> list[dict[str, Any]]:

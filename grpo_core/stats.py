@@ -1,5 +1,5 @@
 """The course's statistics, in one place: problem means, standard errors, paired differences,
-z-scores, rank correlation and trends.
+z-scores, pass@k, rank correlation and trends.
 
 Every held-out figure the course reports (the evaluator's ``eval/<fn>/sem`` and
 ``delta_sem``, ``diagnose``'s hacking evidence, notebooks 08 and 09, ``tools/run_summary.py``)
@@ -97,6 +97,34 @@ def paired_difference(a: Mapping[Any, float], b: Mapping[Any, float]) -> PairedD
     differences = [a[p] - b[p] for p in a]
     return PairedDifference(mean=mean(differences), sem=standard_error(differences),
                             problems=len(differences))
+
+
+def pass_at_k(n: int, correct: int, k: int) -> float:
+    """The unbiased estimate of pass@k from ``n`` samples of one problem, ``correct`` of which
+    passed: the chance that at least one of ``k`` samples drawn without replacement from the
+    ``n`` passes (Chen et al. 2021, "Evaluating Large Language Models Trained on Code", their
+    eq. 1; notebooks 08 and 12)::
+
+        pass@k = 1 - C(n - correct, k) / C(n, k)
+
+    Exact (integer binomials). pass@1 is ``correct / n``; pass@n is 1 when any sample passed.
+    """
+    if not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 1 <= k <= n, got k={k}, n={n}")
+    if not 0 <= correct <= n:
+        raise ValueError(f"correct must be in [0, n={n}], got {correct}")
+    return 1.0 - math.comb(n - correct, k) / math.comb(n, k)
+
+
+def problem_pass_at_k(passed: Mapping[Any, Sequence[bool]], k: int) -> dict[Any, float]:
+    """``{problem: each sample passed?}`` -> ``{problem: its pass@k}`` (:func:`pass_at_k`).
+    Average them with :func:`mean`, and take :func:`standard_error` over problems, as for a
+    score."""
+    empty = [problem for problem, values in passed.items() if len(values) == 0]
+    if empty:
+        raise ValueError(f"problems {empty[:5]} have no samples")
+    return {problem: pass_at_k(len(values), sum(bool(v) for v in values), k)
+            for problem, values in passed.items()}
 
 
 def ranks(values: Sequence[float]) -> list[float]:

@@ -19,7 +19,12 @@ import pytest
 import torch
 
 from grpo_core import evaluation, loop
-from grpo_core.evaluation import HeldOutEvaluator, eval_metrics, matrix_problem_means
+from grpo_core.evaluation import (
+    HeldOutEvaluator,
+    eval_metrics,
+    matrix_problem_means,
+    pass_at_k_metrics,
+)
 from grpo_core.loop import TrainConfig, checkpoint_step, train
 from grpo_core.run_files import EVAL_STATE_FILE, SAMPLES_FILE, read_jsonl, read_samples
 from grpo_core.stats import standard_error
@@ -98,6 +103,41 @@ def test_standard_errors_need_two_problems_and_delta_sem_a_step_zero():
     assert set(no_base) == {"held/score", "held/score/sem"}  # no step 0: no delta_sem
     with pytest.raises(ValueError, match="cover 3 problems"):
         eval_metrics({"score": torch.zeros(2, 1)}, {"score": torch.zeros(3)})
+
+
+def test_pass_at_k_is_logged_for_pass_fail_rewards_by_hand():
+    # 3 problems x 3 samples: a sample passes only at 1.0 (0.75 is three asserts of four)
+    scores = torch.tensor([[1.0, 0.75, 0.0], [0.0, 0.0, 0.0], [1.0, 1.0, 0.5]])
+    metrics = eval_metrics({"tests": scores, "other": scores}, pass_fail=["tests"])
+    per_problem_1, per_problem_3 = [1 / 3, 0.0, 2 / 3], [1.0, 0.0, 1.0]
+    assert metrics["eval/tests/pass@1"] == pytest.approx(1 / 3)
+    assert metrics["eval/tests/pass@3"] == pytest.approx(2 / 3)
+    assert metrics["eval/tests/pass@1/sem"] == pytest.approx(standard_error(per_problem_1))
+    assert metrics["eval/tests/pass@3/sem"] == pytest.approx(standard_error(per_problem_3))
+    assert not any("pass@" in key for key in metrics if key.startswith("eval/other"))
+    assert pass_at_k_metrics(torch.tensor([[1.0], [0.0]]), "e/t") == {
+        "e/t/pass@1": 0.5, "e/t/pass@1/sem": pytest.approx(0.5)}  # one sample: pass@1 only
+    assert set(pass_at_k_metrics(torch.tensor([[1.0, 1.0]]), "e/t")) == {"e/t/pass@1",
+                                                                       "e/t/pass@2"}
+    with pytest.raises(ValueError, match="did not score"):
+        eval_metrics({"tests": scores}, pass_fail=["missing"])
+    with pytest.raises(ValueError, match="matrix"):
+        pass_at_k_metrics(torch.zeros(3), "e/t")
+
+
+def test_the_evaluator_logs_pass_at_k_for_the_rewards_it_is_told_are_pass_fail(tiny_policy):
+    with pytest.raises(ValueError, match="not among the reward functions"):
+        evaluator(pass_fail=["nope"])
+    by_function, by_name = evaluator(pass_fail=[has_a]), evaluator(pass_fail=["has_a"])
+    assert by_function.pass_fail == by_name.pass_fail == ["has_a"]
+    model, tokenizer = tiny_policy
+    metrics = evaluator(pass_fail=[has_a], max_new_tokens=4)(model, tokenizer, 0)
+    passes = [key for key in metrics if "pass@" in key]
+    assert sorted(passes) == ["eval/has_a/pass@1", "eval/has_a/pass@1/sem",
+                              "eval/has_a/pass@3", "eval/has_a/pass@3/sem"]
+    # has_a scores 0 or 1, so pass@1 is its held-out mean; pass@3 is at least pass@1
+    assert metrics["eval/has_a/pass@1"] == pytest.approx(metrics["eval/has_a"])
+    assert metrics["eval/has_a/pass@3"] >= metrics["eval/has_a/pass@1"]
 
 
 # ---------------------------------------------------------------- the evaluator

@@ -186,6 +186,8 @@ def test_the_experiments_evaluate_with_the_profiles_sizes():
     smoke = hacking_experiment(get_profile("smoke"))
     assert len(smoke.evaluate.rows) == 3 and smoke.evaluate.samples_per_prompt == 1
     assert cpu.evaluate.settings["max_new_tokens"] is None  # the run's budget, bound by train
+    # pass@k for the unit-test reward (pass/fail), never for experiment 3's proxy
+    assert cpu.evaluate.pass_fail == smoke.evaluate.pass_fail == ["unit_test_reward"]
 
 
 # --- build_config: the stop rule ------------------------------------------------------------

@@ -23,6 +23,7 @@ from grpo_core.run_files import (
     is_eval_stat,
     list_runs,
     load_run,
+    pass_at_keys,
     read_jsonl,
     read_samples,
     runs_dir,
@@ -252,6 +253,23 @@ def test_select_keeps_the_rows_of_a_split_a_step_and_a_prompt(tmp_path):
         samples.select(split="test")
 
 
+def test_pass_at_k_of_recorded_samples_counts_a_sample_that_scored_one_as_a_pass():
+    rows = [held_out(0, 1, 0, 1.0), held_out(0, 1, 1, 0.5), held_out(0, 1, 2, 0.0),
+            held_out(0, 2, 0, 0.0), held_out(0, 2, 1, 0.0), held_out(0, 2, 2, 0.0),
+            held_out(4, 1, 0, 1.0), {**held_out(0, 3, 0, 1.0), "split": "train"}]
+    samples = Samples(rows, found=True, path=None)
+    assert samples.problem_pass_at_k("score", 0, 1) == pytest.approx({1: 1 / 3, 2: 0.0})
+    assert samples.problem_pass_at_k("score", 0, 3) == {1: 1.0, 2: 0.0}
+    assert samples.problem_pass_at_k("score", 0, 1, pass_score=0.5) == pytest.approx(
+        {1: 2 / 3, 2: 0.0})
+    assert samples.problem_pass_at_k("score", 4, 1) == {1: 1.0}
+    assert samples.problem_pass_at_k("score", 9, 1) == {}
+    with pytest.raises(ValueError, match="pass@k needs"):
+        samples.problem_pass_at_k("score", 4, 2)  # one sample kept: no pass@2
+    with pytest.raises(KeyError, match="other"):
+        samples.problem_pass_at_k("other", 0, 1)
+
+
 def test_problem_means_average_each_problems_samples_of_one_step():
     rows = [held_out(0, 1, 0, 0.0), held_out(0, 1, 1, 1.0), held_out(0, 2, 0, 0.25),
             held_out(3, 1, 0, 0.75), held_out(3, 1, 1, 0.5),
@@ -277,6 +295,12 @@ def test_the_readers_tell_a_held_out_mean_from_its_standard_errors():
     assert eval_mean_keys(rows) == ["eval/a"]
     assert is_eval_stat("eval/a/sem") and is_eval_stat("eval/a/delta_sem")
     assert not is_eval_stat("eval/a") and not is_eval_stat("rewards/a/sem")
+    assert is_eval_stat("eval/a/pass@1") and is_eval_stat("eval/a/pass@8/sem")
+    assert eval_mean_keys([{"eval/a": 0.1, "eval/a/pass@1": 0.1, "eval/a/pass@3": 0.2}]) == \
+        ["eval/a"]
+    assert pass_at_keys([{"eval/b/pass@16": 1, "eval/b/pass@2": 1, "eval/a/pass@3/sem": 0},
+                         {"eval/a/pass@3": 1, "eval/a": 1, "pass@1": 1}]) == \
+        ["eval/a/pass@3", "eval/b/pass@2", "eval/b/pass@16"]
     assert series(rows, "eval/a") == ([0, 2], [0.1, 0.3])
     assert series(rows, "reward") == ([1, 2], [0.5, 0.7])
     assert [r["step"] for r in training_records(rows)] == [1, 2]

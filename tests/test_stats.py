@@ -1,5 +1,5 @@
 """grpo_core.stats against hand computations: problem means, standard errors over problems,
-paired differences and z, ranks with ties, Spearman, trends."""
+paired differences and z, pass@k, ranks with ties, Spearman, trends."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from grpo_core.stats import (
     format_span,
     mean,
     paired_difference,
+    pass_at_k,
     problem_means,
+    problem_pass_at_k,
     ranks,
     spearman,
     standard_error,
@@ -164,3 +166,36 @@ def test_paired_difference_against_a_hand_computation():
         paired_difference({p: 0.5 for p in range(7)}, {p: 0.5 for p in range(10, 17)})
     with pytest.raises(ValueError, match=r"only one has \[1, 'x'\]$"):
         paired_difference({1: 0.5, 2: 0.5}, {"x": 0.5, 2: 0.5})
+
+
+# --- pass@k ---------------------------------------------------------------------------------
+
+
+def test_pass_at_k_matches_hand_computations():
+    assert pass_at_k(3, 1, 1) == pytest.approx(1 / 3)  # pass@1 is the fraction that passed
+    assert pass_at_k(5, 2, 1) == pytest.approx(2 / 5)
+    # 1 - C(3, 2) / C(5, 2) = 1 - 3/10: a pair drawn from 5 with 2 passing holds one
+    assert pass_at_k(5, 2, 2) == pytest.approx(0.7)
+    # 1 - C(4, 3) / C(6, 3) = 1 - 4/20
+    assert pass_at_k(6, 2, 3) == pytest.approx(0.8)
+    assert pass_at_k(3, 1, 3) == 1.0 and pass_at_k(3, 0, 3) == 0.0  # k = n: any pass
+    assert pass_at_k(4, 4, 2) == 1.0 and pass_at_k(4, 0, 1) == 0.0  # all right, all wrong
+    assert pass_at_k(4, 3, 2) == 1.0  # fewer failures than k: every draw holds a pass
+    # the estimate never falls as k grows
+    values = [pass_at_k(8, 2, k) for k in range(1, 9)]
+    assert values == sorted(values) and values[0] == 0.25 and values[-1] == 1.0
+
+
+@pytest.mark.parametrize("n, correct, k", [(3, 1, 0), (3, 1, 4), (3, 4, 1), (3, -1, 1)])
+def test_pass_at_k_refuses_impossible_counts(n, correct, k):
+    with pytest.raises(ValueError):
+        pass_at_k(n, correct, k)
+
+
+def test_problem_pass_at_k_is_taken_per_problem():
+    passed = {"a": [True, False, False], "b": [False, False, False], "c": [True, True, True]}
+    assert problem_pass_at_k(passed, 1) == pytest.approx({"a": 1 / 3, "b": 0.0, "c": 1.0})
+    assert problem_pass_at_k(passed, 3) == {"a": 1.0, "b": 0.0, "c": 1.0}
+    assert problem_pass_at_k({"a": [1, 0]}, 2) == {"a": 1.0}  # truthy values count as passes
+    with pytest.raises(ValueError, match="no samples"):
+        problem_pass_at_k({"a": []}, 1)
