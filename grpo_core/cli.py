@@ -64,6 +64,7 @@ OPTIONS: dict[str, tuple[str, type]] = {
     "--temperature": ("temperature", float),
     "--lora-rank": ("lora_rank", int),
     "--lora-alpha": ("lora_alpha", float),
+    "--max-refill-generations": ("max_refill_generations", int),
 }
 LORA_RANK = 16  # --lora without --lora-rank
 
@@ -80,6 +81,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint")
     parser.add_argument("--no-checkpoint", action="store_true", help="never write a checkpoint")
     parser.add_argument("--no-samples", action="store_true", help="do not write samples.jsonl")
+    parser.add_argument("--dynamic-sampling", action="store_true",
+                        help="sample the groups that gave no signal again (DAPO), up to "
+                             "--max-refill-generations extra completions per step")
     parser.add_argument("--plot-every", type=int, default=5, help="redraw curves.png every N steps")
     parser.add_argument("--negate", action="store_true", help="flip the reward's sign (demo)")
     parser.add_argument("--k", "--group-size", dest="k", type=int, default=None,
@@ -148,6 +152,10 @@ def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
         overrides["stop_at"] = None if args.stop_at == "none" else args.stop_at
     if getattr(args, "no_samples", False):
         overrides["keep_samples"] = False
+    if getattr(args, "dynamic_sampling", False):
+        overrides["dynamic_sampling"] = True
+    if "max_refill_generations" in overrides and not overrides.get("dynamic_sampling"):
+        raise SystemExit("--max-refill-generations needs --dynamic-sampling")
     if args.lora and "lora_rank" not in overrides:
         overrides["lora_rank"] = LORA_RANK
     if args.lora_targets:

@@ -37,6 +37,7 @@ from torch import Tensor
 
 from grpo_core.advantages import SCALES, flat_groups, group_advantages
 from grpo_core.checkpoints import checkpoint_step, restore_checkpoint, save_checkpoint
+from grpo_core.dynamic_sampling import refill_seed, sample_with_refills
 from grpo_core.evaluation import Evaluator, as_evaluator
 from grpo_core.logprobs import token_logprobs
 from grpo_core.lora import adapter_disabled, add_lora, has_adapter
@@ -126,6 +127,12 @@ class TrainConfig:
         lora_targets: the module names to adapt, or ``"all-linear"``.
         system_message: optional system prompt for the chat template.
         enable_thinking: passed to the chat template (Qwen3; off in the course).
+        dynamic_sampling: sample the step's groups that gave no signal again, until every
+            group has signal or ``max_refill_generations`` extra completions were sampled
+            (``grpo_core.dynamic_sampling``; logs ``sampling/...``). Off: TRL's behaviour.
+        max_refill_generations: the cap on extra completions per step under
+            ``dynamic_sampling`` (whole groups: at most ``cap // group_size`` refills);
+            None: ``batch_size``, at most twice the plain step's sampling.
     """
 
     group_size: int = 8
@@ -163,6 +170,8 @@ class TrainConfig:
     lora_targets: str | tuple[str, ...] = "all-linear"
     system_message: str | None = None
     enable_thinking: bool = False
+    dynamic_sampling: bool = False
+    max_refill_generations: int | None = None
 
     @classmethod
     def from_profile(cls, profile: Profile, **overrides: Any) -> TrainConfig:
@@ -181,6 +190,13 @@ class TrainConfig:
     def batch_size(self) -> int:
         """Completions per rollout: ``prompts_per_step * group_size``."""
         return self.prompts_per_step * self.group_size
+
+    @property
+    def refill_cap(self) -> int:
+        """Extra completions dynamic sampling may sample per step (``max_refill_generations``,
+        else ``batch_size``)."""
+        cap = self.max_refill_generations
+        return self.batch_size if cap is None else cap
 
     def validate(self) -> TrainConfig:
         """Raise ``ValueError`` with a clear message for settings that cannot work."""
@@ -201,6 +217,9 @@ class TrainConfig:
             raise ValueError(f"lora_rank must be an int >= 0 (0: no LoRA), got {self.lora_rank!r}")
         if not isinstance(self.eval_every, int) or self.eval_every < 0:
             raise ValueError(f"eval_every must be an int >= 0, got {self.eval_every!r}")
+        cap = self.max_refill_generations
+        if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap < 0):
+            raise ValueError(f"max_refill_generations must be None or an int >= 0, got {cap!r}")
         if not isinstance(self.max_steps, int) or self.max_steps < 0:
             raise ValueError(f"max_steps must be an int >= 0, got {self.max_steps!r}")
         if self.micro_batch_size is not None:
@@ -285,8 +304,9 @@ def choose_prompts(rows: list[dict[str, Any]], count: int, seed: int, step: int)
 
 
 def make_rollout(run: _Run, step: int) -> Batch:
-    """Sample prompts and a group per prompt, score them, and compute advantages (and the old
-    and reference log-probs when they are needed)."""
+    """Sample prompts and a group per prompt, score them (sampling again for the groups with
+    no signal under ``dynamic_sampling``), and compute advantages (and the old and reference
+    log-probs when they are needed)."""
     cfg = run.config
     chosen = choose_prompts(run.rows, cfg.prompts_per_step, cfg.seed, step)
     texts = [
@@ -294,21 +314,39 @@ def make_rollout(run: _Run, step: int) -> Batch:
                     enable_thinking=cfg.enable_thinking)
         for row in chosen
     ]
-    started = time.perf_counter()
-    with run.sampling_context():
-        rollout = sample_group(run.sampling_model, run.tokenizer, texts, cfg.group_size,
-                               max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                               top_p=cfg.top_p, seed=cfg.seed * 1_000_003 + step,
-                               stop_at=cfg.stop_at)
-    sampled = time.perf_counter()
-    columns = group_columns(chosen, cfg.group_size)
-    total, per_fn = compute_rewards(run.reward_funcs, run.reward_weights, rollout.texts, columns)
+    seconds = {"time/generate": 0.0, "time/reward": 0.0}
+
+    def sample(groups: list[int], round_: int) -> tuple[Rollout, Tensor, dict[str, Tensor]]:
+        started = time.perf_counter()
+        with run.sampling_context():
+            rollout = sample_group(
+                run.sampling_model, run.tokenizer, [texts[g] for g in groups], cfg.group_size,
+                max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
+                seed=cfg.seed * 1_000_003 + step if round_ == 0
+                else refill_seed(cfg.seed, step, round_),
+                stop_at=cfg.stop_at)
+        sampled = time.perf_counter()
+        columns = group_columns([chosen[g] for g in groups], cfg.group_size)
+        total, per_fn = compute_rewards(run.reward_funcs, run.reward_weights, rollout.texts,
+                                        columns)
+        seconds["time/generate"] += sampled - started
+        seconds["time/reward"] += time.perf_counter() - sampled
+        return rollout, total, per_fn
+
+    refills = None
+    if cfg.dynamic_sampling:
+        rollout, total, per_fn, refills = sample_with_refills(
+            sample, len(chosen), cfg.group_size, cfg.refill_cap, run.tokenizer.pad_token_id)
+    else:
+        rollout, total, per_fn = sample(list(range(len(chosen))), 0)
     scored = time.perf_counter()
     advantages = group_advantages(total, cfg.group_size, scale=cfg.scale)
     device = rollout.completion_ids.device
     batch = Batch(rollout, rollout.input_ids, rollout.attention_mask, advantages.to(device),
                   None, None,
                   rollout_metrics(rollout, total, per_fn, cfg.group_size), chosen, total, per_fn)
+    if refills is not None:
+        batch.metrics.update(refills.metrics())
     if cfg.num_iterations > 1:
         batch.old_logps = frozen_logps(run, run.model, batch)
     if run.ref_model is not None:
@@ -316,8 +354,7 @@ def make_rollout(run: _Run, step: int) -> Batch:
     elif cfg.beta > 0 and has_adapter(run.model):  # the base model is the reference
         with adapter_disabled(run.model):
             batch.ref_logps = frozen_logps(run, run.model, batch)
-    batch.metrics.update({"time/generate": sampled - started, "time/reward": scored - sampled,
-                          "time/frozen_logps": time.perf_counter() - scored})
+    batch.metrics.update({**seconds, "time/frozen_logps": time.perf_counter() - scored})
     return batch
 
 

@@ -385,6 +385,44 @@ def sample_group(
     )
 
 
+def take_groups(parts: list[tuple[Rollout, int]], pad_token_id: int) -> Rollout:
+    """One :class:`Rollout` of the groups ``[(rollout, group index), ...]``, in that order:
+    how dynamic sampling puts a batch together from groups sampled in different rounds.
+
+    Groups from rollouts of different widths are padded to the widest: prompts on the left
+    (mask 0), completions on the right (``pad_token_id``, mask 0), as :func:`sample_group`
+    pads them. Every part must have the same ``group_size``.
+    """
+    if not parts:
+        raise ValueError("take_groups needs at least one group")
+    k = parts[0][0].group_size
+    if any(rollout.group_size != k for rollout, _ in parts):
+        raise ValueError("every group must come from rollouts of the same group_size")
+    prompt_width = max(rollout.prompt_ids.size(1) for rollout, _ in parts)
+    completion_width = max(rollout.completion_ids.size(1) for rollout, _ in parts)
+    fields: dict[str, list] = {name: [] for name in ("prompt_ids", "prompt_mask", "completion_ids",
+                                                     "completion_mask", "truncated")}
+    texts, prompts = [], []
+    for rollout, group in parts:
+        if not 0 <= group < len(rollout.texts) // k:
+            raise ValueError(f"group {group} is not in a rollout of {len(rollout.texts) // k}")
+        rows = slice(group * k, (group + 1) * k)
+        left = prompt_width - rollout.prompt_ids.size(1)
+        right = completion_width - rollout.completion_ids.size(1)
+        fields["prompt_ids"].append(torch.nn.functional.pad(rollout.prompt_ids[rows], (left, 0),
+                                                            value=pad_token_id))
+        fields["prompt_mask"].append(torch.nn.functional.pad(rollout.prompt_mask[rows], (left, 0)))
+        fields["completion_ids"].append(torch.nn.functional.pad(
+            rollout.completion_ids[rows], (0, right), value=pad_token_id))
+        fields["completion_mask"].append(torch.nn.functional.pad(rollout.completion_mask[rows],
+                                                                 (0, right)))
+        fields["truncated"].append(rollout.truncated[rows])
+        texts.extend(rollout.texts[rows])
+        prompts.extend(rollout.prompts[rows])
+    return Rollout(**{name: torch.cat(values) for name, values in fields.items()}, texts=texts,
+                   prompts=prompts, group_size=k)
+
+
 def sample_for_profile(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,

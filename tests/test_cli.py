@@ -172,3 +172,16 @@ def test_the_last_line_reads_past_a_step_zero_row():
     assert "held out at step 0: eval/unit_test_reward 0.1 ± 0.02 s.e." in said
     assert summary(RunResult(None, None, metrics=[base])).startswith("last reward nan")
     assert summary(RunResult(None, None)) == "last reward nan, mean characters nan"
+
+
+def test_dynamic_sampling_and_its_cap_come_from_the_command_line():
+    from grpo_core.cli import config_overrides, parse_args
+
+    assert config_overrides(parse_args(["mbpp", "--dynamic-sampling"])) == {
+        "dynamic_sampling": True}
+    assert config_overrides(parse_args(["mbpp", "--dynamic-sampling",
+                                        "--max-refill-generations", "8"])) == {
+        "dynamic_sampling": True, "max_refill_generations": 8}
+    assert "dynamic_sampling" not in config_overrides(parse_args(["mbpp"]))
+    with pytest.raises(SystemExit, match="needs --dynamic-sampling"):
+        config_overrides(parse_args(["mbpp", "--max-refill-generations", "8"]))
