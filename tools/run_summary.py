@@ -2,6 +2,9 @@
 and at the end (each with its standard error), the change with its own standard error and
 z, the training reward over the first and last fifth, truncation over the last fifth, and
 the wall time. The figures a closing note or ``data/README.md`` quotes, read from the files.
+Then one row per setup that has a held-out change: the runs that differ only in their seed
+(``grpo_core.seeds``), each seed's change with its z, and the mean ± its standard error over
+seeds (or "one seed").
 
 Usage: ``python tools/run_summary.py [run folder or name ...]`` (default: every run in
 ``data/runs``).
@@ -23,6 +26,7 @@ from grpo_core.diagnosis import (  # noqa: E402
     trend,
 )
 from grpo_core.run_files import list_runs, load_run, runs_dir, series, training_records  # noqa: E402
+from grpo_core.seeds import group_by_setup, held_out_key, seed_group  # noqa: E402
 
 HEADER = ("| run | held-out metric | step 0 | end | change (z) | reward first -> last fifth "
           "| truncated, last fifth | wall | flagged |")
@@ -77,6 +81,17 @@ def main(argv: list[str]) -> int:
     print("|" + "---|" * HEADER.count(" | ") + "---|")
     for path in paths:
         print(summary_row(path))
+    print()
+    print("| runs (same setup, by seed) | across seeds |")
+    print("|---|---|")
+    for group in group_by_setup(paths):
+        if held_out_key(group[0]) is None:
+            continue
+        try:
+            line = seed_group(group).describe()
+        except ValueError as error:  # a run without a held-out change
+            line = f"- ({error})"
+        print(f"| {', '.join(f'`{run.name}`' for run in group)} | {line} |")
     return 0
 
 

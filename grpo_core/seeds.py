@@ -1,0 +1,167 @@
+"""Runs that differ only in their seed, taken together (notebooks 08, 09 and 12).
+
+One run's held-out change has a standard error over problems (``delta_sem``): how much the
+change would move with other held-out problems, the *same* trained weights. A second seed
+trains other weights (other prompts in another order, other samples), and the change moves
+by that too, which ``delta_sem`` cannot see (notebook 12 measures how much). A claim about *training* ("k = 8 learns more than k = 2") needs the spread over seeds:
+
+- :func:`setup_of` is a run's ``config.json`` without what may differ between seeds of one
+  setup (the seed, the output folder, the command, the torch build; the loop's settings
+  filled with ``TrainConfig``'s defaults, so a run recorded before a setting existed still
+  matches one recorded after);
+- :func:`seed_group` checks that runs share a setup and refuses them, naming what differs,
+  when they do not; :func:`group_by_setup` sorts a folder of runs into such groups;
+- :class:`SeedSummary` is each seed's held-out change with its z, and the across-seed mean
+  with its standard error over seeds (``grpo_core.stats``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from grpo_core.diagnosis import HeldOutChange, find_true_score, held_out_change, trained_rewards
+from grpo_core.loop import TrainConfig
+from grpo_core.run_files import RecordedRun, load_run, series
+from grpo_core.stats import mean, standard_error
+
+# config.json keys that say how a run was made or described, not what it trained
+NOT_SETUP = ("command", "resumed_from_step", "torch", "precision", "eval_sampling")
+# TrainConfig fields that change where and how often things are written, not the training
+NOT_TRAINING = ("seed", "save_every", "save_checkpoint", "keep_samples", "samples_max_chars",
+                "samples_eval_per_problem")
+
+
+def seed_of(config: Mapping[str, Any]) -> int:
+    """The run's seed (``config["train"]["seed"]``; TrainConfig's default when absent)."""
+    return int(config.get("train", {}).get("seed", TrainConfig.seed))
+
+
+def setup_of(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` without what may differ between seeds of one setup (module docstring)."""
+    setup = {key: value for key, value in config.items()
+             if key not in NOT_SETUP and key != "train"}
+    train = {**asdict(TrainConfig()), **config.get("train", {})}
+    train = {key: list(value) if isinstance(value, tuple) else value
+             for key, value in train.items() if key not in NOT_TRAINING}
+    return {**setup, "train": train}
+
+
+def setup_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """The keys (``train.<field>`` for the loop's) whose values differ between two setups."""
+    differ = [key for key in sorted(set(a) | set(b)) if key != "train" and a.get(key) != b.get(key)]
+    train_a, train_b = a.get("train", {}), b.get("train", {})
+    differ += [f"train.{key}" for key in sorted(set(train_a) | set(train_b))
+               if train_a.get(key) != train_b.get(key)]
+    return differ
+
+
+@dataclass(frozen=True)
+class SeedSummary:
+    """The held-out change of runs that differ only in their seed.
+
+    Attributes:
+        key: the held-out metric (``eval/unit_test_reward``).
+        runs: the run names, by seed.
+        seeds: their seeds.
+        changes: each run's :class:`~grpo_core.diagnosis.HeldOutChange` (change, its
+            standard error over problems, z).
+    """
+
+    key: str
+    runs: tuple[str, ...]
+    seeds: tuple[int, ...]
+    changes: tuple[HeldOutChange, ...]
+
+    @property
+    def mean_change(self) -> float:
+        """The across-seed mean of the held-out change."""
+        return mean(c.change for c in self.changes)
+
+    @property
+    def seed_sem(self) -> float:
+        """The standard error of :attr:`mean_change` over seeds (std with ddof = 1 over
+        sqrt(seeds)); NaN with one seed."""
+        return standard_error([c.change for c in self.changes])
+
+    @property
+    def seed_sd(self) -> float:
+        """The seed-to-seed standard deviation of the change (NaN with one seed)."""
+        return self.seed_sem * len(self.changes) ** 0.5
+
+    @property
+    def mean_delta_sem(self) -> float:
+        """The mean of the runs' own standard errors over problems: what one run's ``z``
+        divides by, to hold beside :attr:`seed_sd`."""
+        return mean(c.delta_sem for c in self.changes)
+
+    def describe(self) -> str:
+        """One line: each seed's change and z, then the mean ± its standard error over seeds
+        (or that it is one seed)."""
+        each = ", ".join(f"seed {s}: {c.change:+.3f} (z {c.z:+.1f})" if c.z is not None
+                         else f"seed {s}: {c.change:+.3f}"
+                         for s, c in zip(self.seeds, self.changes, strict=True))
+        if len(self.changes) == 1:
+            return f"{self.key}: {each}; one seed"
+        return (f"{self.key}: {each}; mean {self.mean_change:+.3f} ± {self.seed_sem:.3f} "
+                f"over {len(self.changes)} seeds")
+
+
+def held_out_key(run: RecordedRun) -> str | None:
+    """The run's headline held-out metric: the true score of a proxy run, else the trained
+    reward's own held-out mean (experiment 2)."""
+    trained = trained_rewards(run.records, run.config)
+    return find_true_score(run.records, trained) or next(
+        (f"eval/{name}" for name in trained if series(run.records, f"eval/{name}")[1]), None)
+
+
+def seed_group(runs: Sequence[RecordedRun | str | Path], key: str | None = None) -> SeedSummary:
+    """Each run's held-out change and their across-seed summary.
+
+    Raises:
+        ValueError: no runs; two runs with the same seed; runs that differ in more than the
+            seed (the message names what differs); a run without a held-out change of
+            ``key`` (default :func:`held_out_key` of the first run).
+    """
+    loaded = [run if isinstance(run, RecordedRun) else load_run(run) for run in runs]
+    if not loaded:
+        raise ValueError("seed_group needs at least one run")
+    first = setup_of(loaded[0].config)
+    for run in loaded[1:]:
+        differ = setup_differences(first, setup_of(run.config))
+        if differ:
+            raise ValueError(f"{run.name} differs from {loaded[0].name} in more than the seed: "
+                             f"{', '.join(differ)}")
+    loaded.sort(key=lambda run: seed_of(run.config))
+    seeds = [seed_of(run.config) for run in loaded]
+    if len(set(seeds)) != len(seeds):
+        named = {run.name: seed for run, seed in zip(loaded, seeds, strict=True)}
+        raise ValueError(f"two runs share a seed: {named}")
+    key = key or held_out_key(loaded[0])
+    changes = []
+    for run in loaded:
+        moved = held_out_change(run.records, key) if key else None
+        if moved is None:
+            raise ValueError(f"{run.name} has no held-out change of {key!r} (step 0 and a "
+                             f"later evaluation with delta_sem)")
+        changes.append(moved)
+    return SeedSummary(key=key, runs=tuple(r.name for r in loaded), seeds=tuple(seeds),
+                       changes=tuple(changes))
+
+
+def group_by_setup(runs: Iterable[RecordedRun | str | Path]) -> list[list[RecordedRun]]:
+    """The runs sorted into groups that share a setup (each group by seed), in the order
+    their first run came."""
+    groups: list[tuple[dict[str, Any], list[RecordedRun]]] = []
+    for run in runs:
+        run = run if isinstance(run, RecordedRun) else load_run(run)
+        setup = setup_of(run.config)
+        for known, members in groups:
+            if not setup_differences(known, setup):
+                members.append(run)
+                break
+        else:
+            groups.append((setup, [run]))
+    return [sorted(members, key=lambda r: seed_of(r.config)) for _, members in groups]

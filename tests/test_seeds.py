@@ -1,0 +1,73 @@
+"""grpo_core.seeds: what counts as the same setup, the refusal of runs that differ in more
+than the seed, and the across-seed summary against hand computations."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from grpo_core.run_files import RecordedRun
+from grpo_core.seeds import group_by_setup, seed_group, seed_of, setup_differences, setup_of
+
+KEY = "eval/unit_test_reward"
+
+
+def run(name: str, seed: int, change: float, delta_sem: float = 0.02, **train) -> RecordedRun:
+    """A code run with one reward, evaluated at step 0 (0.2) and at step 40."""
+    config = {"experiment": "mbpp", "profile": "cpu", "reward_funcs": ["unit_test_reward"],
+              "reward_weights": [1.0], "command": f"python -m grpo_core mbpp --seed {seed}",
+              "torch": "2.13.0+cpu", "train": {"seed": seed, "group_size": 8, **train}}
+    records = [{"step": 0, KEY: 0.2, f"{KEY}/sem": 0.03, f"{KEY}/delta_sem": 0.0},
+               {"step": 40, "reward": 0.5, KEY: 0.2 + change, f"{KEY}/sem": 0.03,
+                f"{KEY}/delta_sem": delta_sem}]
+    return RecordedRun(name, records, config)
+
+
+def test_the_setup_leaves_out_the_seed_the_command_and_fills_the_loops_defaults():
+    a, b = run("a", 0, 0.1).config, run("b", 3, 0.1).config
+    assert seed_of(a) == 0 and seed_of(b) == 3 and seed_of({}) == 0
+    assert setup_of(a) == setup_of(b)
+    # a run recorded before dynamic sampling existed matches one that logs it switched off
+    later = {**b, "train": {**b["train"], "dynamic_sampling": False}}
+    assert setup_differences(setup_of(a), setup_of(later)) == []
+    other = {**b, "train": {**b["train"], "dynamic_sampling": True}, "profile": "smoke"}
+    assert setup_differences(setup_of(a), setup_of(other)) == ["profile",
+                                                                "train.dynamic_sampling"]
+
+
+def test_a_seed_group_gives_each_seeds_change_and_the_mean_over_seeds_by_hand():
+    summary = seed_group([run("s1", 1, 0.3, 0.03), run("s0", 0, 0.1), run("s2", 2, 0.2)])
+    assert summary.runs == ("s0", "s1", "s2") and summary.seeds == (0, 1, 2)
+    assert [round(c.change, 9) for c in summary.changes] == [0.1, 0.3, 0.2]
+    assert [round(c.z, 6) for c in summary.changes] == [5.0, 10.0, 10.0]
+    assert summary.mean_change == pytest.approx(0.2)
+    # deviations -0.1, 0.1, 0: variance (ddof 1) 0.01, sd 0.1, over sqrt(3) seeds
+    assert summary.seed_sd == pytest.approx(0.1)
+    assert summary.seed_sem == pytest.approx(0.1 / math.sqrt(3))
+    assert summary.mean_delta_sem == pytest.approx(0.07 / 3)
+    assert summary.describe() == (f"{KEY}: seed 0: +0.100 (z +5.0), seed 1: +0.300 (z +10.0), "
+                                  f"seed 2: +0.200 (z +10.0); mean +0.200 ± 0.058 over 3 seeds")
+    one = seed_group([run("only", 4, -0.05)])
+    assert one.describe() == f"{KEY}: seed 4: -0.050 (z -2.5); one seed"
+    assert math.isnan(one.seed_sem)
+
+
+def test_runs_that_differ_in_more_than_the_seed_are_refused():
+    with pytest.raises(ValueError, match=r"k2 differs from k8 in more than the seed: "
+                                         r"train.group_size"):
+        seed_group([run("k8", 0, 0.1), run("k2", 1, 0.1, group_size=2)])
+    with pytest.raises(ValueError, match="share a seed"):
+        seed_group([run("a", 0, 0.1), run("b", 0, 0.2)])
+    with pytest.raises(ValueError, match="at least one"):
+        seed_group([])
+    no_eval = RecordedRun("bare", [{"step": 1, "reward": 0.1}], run("x", 1, 0).config)
+    with pytest.raises(ValueError, match="bare has no held-out change"):
+        seed_group([run("a", 0, 0.1), no_eval])
+
+
+def test_runs_are_grouped_by_setup_in_the_order_they_came():
+    runs = [run("k8-s1", 1, 0.2), run("k2", 0, 0.1, group_size=2), run("k8-s0", 0, 0.1),
+            run("k2-s1", 1, 0.1, group_size=2), run("lr", 0, 0.1, learning_rate=1.0)]
+    assert [[r.name for r in group] for group in group_by_setup(runs)] == [
+        ["k8-s0", "k8-s1"], ["k2", "k2-s1"], ["lr"]]
