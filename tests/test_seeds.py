@@ -71,3 +71,29 @@ def test_runs_are_grouped_by_setup_in_the_order_they_came():
             run("k2-s1", 1, 0.1, group_size=2), run("lr", 0, 0.1, learning_rate=1.0)]
     assert [[r.name for r in group] for group in group_by_setup(runs)] == [
         ["k8-s0", "k8-s1"], ["k2", "k2-s1"], ["lr"]]
+
+
+# --- same seed, same numbers --------------------------------------------------------------------
+
+
+def replay(tmp_path, name: str, seed: int) -> tuple[list[dict], list[dict]]:
+    """Two steps of experiment 1 (smoke) through the command line: metrics without the
+    timings, and the training samples."""
+    from grpo_core.cli import main
+    from grpo_core.run_files import read_jsonl
+
+    out = tmp_path / name
+    assert main(["length", "--profile", "smoke", "--out", str(out), "--steps", "2",
+                 "--max-new-tokens", "8", "--seed", str(seed), "--no-checkpoint",
+                 "--quiet"]) == 0
+    metrics = [{k: v for k, v in r.items() if not k.startswith("time") and k != "step_time"}
+               for r in read_jsonl(out / "metrics.jsonl")]
+    return metrics, read_jsonl(out / "samples.jsonl")
+
+
+def test_the_same_seed_replays_two_steps_of_experiment_1_bit_for_bit_on_a_cpu(tmp_path):
+    first, again, other = (replay(tmp_path, "a", 0), replay(tmp_path, "b", 0),
+                           replay(tmp_path, "c", 1))
+    assert [r["step"] for r in first[0]] == [1, 2]
+    assert first == again  # every logged float equal, every completion the same text
+    assert [r["completion"] for r in other[1]] != [r["completion"] for r in first[1]]
