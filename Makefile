@@ -10,7 +10,7 @@ LAB_ARGS ?=
 # extra options for pytest, e.g. PYTEST_ARGS="-k sandbox"
 PYTEST_ARGS ?=
 
-.PHONY: setup browser exp1 exp2 exp3 lab test test-unit test-notebooks test-colab notebooks bench lint mutate clean
+.PHONY: setup browser exp1 exp2 exp3 reproduce lab test test-unit test-notebooks test-colab notebooks bench lint mutate clean
 
 setup: $(STAMP)
 
@@ -116,16 +116,28 @@ PROFILE ?= cpu
 exp1: $(STAMP)
 	$(if $(filter gpu,$(PROFILE)),,HF_HUB_OFFLINE=1) $(BIN)/python -m grpo_core length --profile $(PROFILE) --out runs/exp1-length-$(PROFILE)
 
-# experiment 2 at each group size of the sweep (same completions per step): make exp2 K=16
+# experiment 2 at each group size of the sweep (same completions per step): make exp2 K=16.
+# In the cpu profile, exp2 and exp3 run the recorded runs' own commands
+# (data/runs/exp2-k$(K)-cpu, exp3-stop-cpu: tools/reproduce.py) into runs/; elsewhere the
+# profile's own sizes.
 K ?= 8
-# code tasks on a laptop: 4 completions per forward/backward (the same gradient, about half
-# the memory: ~3-4 GB instead of ~7 GB), as the recorded cpu runs did
-CODE_RUN_OPTS = $(if $(filter cpu,$(PROFILE)),--micro-batch-size 4,)
 exp2: $(STAMP)
-	$(if $(filter gpu,$(PROFILE)),,HF_HUB_OFFLINE=1) $(BIN)/python -m grpo_core mbpp --k $(K) --profile $(PROFILE) $(CODE_RUN_OPTS) --out runs/exp2-mbpp-k$(K)-$(PROFILE)
+ifeq ($(PROFILE),cpu)
+	HF_HUB_OFFLINE=1 $(BIN)/python tools/reproduce.py exp2-k$(K)-cpu
+else
+	$(if $(filter gpu,$(PROFILE)),,HF_HUB_OFFLINE=1) $(BIN)/python -m grpo_core mbpp --k $(K) --profile $(PROFILE) --out runs/exp2-mbpp-k$(K)-$(PROFILE)
+endif
 
 exp3: $(STAMP)
-	$(if $(filter gpu,$(PROFILE)),,HF_HUB_OFFLINE=1) $(BIN)/python -m grpo_core hacking --profile $(PROFILE) $(CODE_RUN_OPTS) --out runs/exp3-hacking-$(PROFILE)
+ifeq ($(PROFILE),cpu)
+	HF_HUB_OFFLINE=1 $(BIN)/python tools/reproduce.py exp3-stop-cpu
+else
+	$(if $(filter gpu,$(PROFILE)),,HF_HUB_OFFLINE=1) $(BIN)/python -m grpo_core hacking --profile $(PROFILE) --out runs/exp3-hacking-$(PROFILE)
+endif
+
+# any recorded run's own command again, into runs/<RUN>: make reproduce RUN=exp2-k8-seed1-cpu
+reproduce: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/python tools/reproduce.py $(RUN)
 
 bench: $(STAMP)
 	for script in benchmarks/bench_*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done

@@ -84,7 +84,8 @@ SYMPTOMS: dict[str, tuple[str, str, str]] = {
         "completions/mean_length",
         "length rises together with the reward although no reward asks for length",
         "find what in the reward pays for length (per-line or per-test credit, an unbounded "
-        "format bonus); cap or normalize it; dr_grpo/dapo loss removes GRPO's length bias",
+        "format bonus) and cap or normalize it; a loss type is no fix: dr_grpo and dapo "
+        "weigh every token alike, so they push a long rewarded completion harder than grpo",
     ),
     "hacking": (
         "reward vs eval/<true score>",

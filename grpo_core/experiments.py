@@ -123,6 +123,16 @@ def length_experiment(profile: Profile, negate: bool = False,
 # the code experiments' rollouts end where the first fenced code block closes: their rewards
 # read that block only (``grpo_core.rollout.code_block_closed``)
 CODE_STOP = "code_block"
+# the code experiments' completion budget where it differs from the profile's: a function
+# and its code fence take SmolLM2 more than the cpu profile's 64 tokens (the recorded runs
+# and notebook 08's signal check use 192)
+CODE_MAX_NEW_TOKENS = {"cpu": 192}
+
+
+def code_budget(profile: Profile) -> int:
+    """The code experiments' ``max_new_tokens`` in ``profile`` (:data:`CODE_MAX_NEW_TOKENS`,
+    else the profile's own)."""
+    return CODE_MAX_NEW_TOKENS.get(profile.name, profile.max_new_tokens)
 
 
 # experiment 2 in the cpu and smoke profiles: the course's own training problems at the edge
@@ -295,7 +305,8 @@ def mbpp_experiment(profile: Profile, k: int | None = None, negate: bool = False
         prompts=mbpp_rows(profile, problems),
         reward_funcs=[unit_test_reward],
         overrides={"loss_type": "grpo", "beta": 0.0, "num_iterations": 1,
-                   "eval_every": eval_size(profile).every, "stop_at": CODE_STOP, **sizes},
+                   "eval_every": eval_size(profile).every, "stop_at": CODE_STOP,
+                   "max_new_tokens": code_budget(profile), **sizes},
         title=(f"experiment 2 ({profile.name}): unit-test reward, k = {sizes['group_size']} "
                f"x {sizes['prompts_per_step']} prompts per step"),
         evaluate=held_out_experiment_evaluator(profile, held_out, [unit_test_reward],
@@ -362,7 +373,8 @@ def hacking_experiment(profile: Profile, k: int | None = None, negate: bool = Fa
         reward_funcs=[proxy_fn, unit_test_reward],
         reward_weights=[1.0, 0.0],
         overrides={"loss_type": "grpo", "beta": 0.0, "num_iterations": 1,
-                   "eval_every": eval_size(profile).every, "stop_at": CODE_STOP, **sizes},
+                   "eval_every": eval_size(profile).every, "stop_at": CODE_STOP,
+                   "max_new_tokens": code_budget(profile), **sizes},
         title=(f"experiment 3 ({profile.name}): proxy = {reward_name(proxy_fn)}, "
                "true = unit tests (weight 0, and held out)"),
         evaluate=held_out_experiment_evaluator(profile, held_out, watched, eval_samples),

@@ -91,8 +91,9 @@ GALLERY: tuple[GalleryRun, ...] = (
                 "--eval-every 15",
         changed="a proxy that pays for code it never runs (long_function_reward), with the "
                 "unit tests logged beside it on 115 held-out problems from step 0 on",
-        fix="a reward that checks the task itself (notebook 09); the milder proxy "
-            "defines_function is not gamed",
+        fix="pay for the task itself: run the unit tests (notebook 09). The run beside it "
+            "trains on defines_function, a milder proxy (it pays for defining the function "
+            "asked for), not a check of the task",
         fixed_run="exp3-defines-function-cpu",
     ),
     GalleryRun(

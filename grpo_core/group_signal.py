@@ -340,9 +340,19 @@ def plot_signal(report: SignalReport, ks: Sequence[int] = (2, 4, 8, 16), *,
     grid = sorted({*ks, report.k})
     curves = {name: [report.expected_zero_std(k)[name] for k in grid]
               for name in ("pooled p", "per-problem p_i", "per-problem scores")}
-    styles = {"pooled p": "-", "per-problem p_i": "--", "per-problem scores": ":"}
+    # distinct markers, the second hollow: curves that coincide (pass/fail scores make the
+    # two per-problem ones equal) stay visible, and the legend says they coincide
+    styles = {"pooled p": ("-", "o", 4), "per-problem p_i": ("--", "s", 8),
+              "per-problem scores": (":", "x", 6)}
+    drawn: dict[str, list[float]] = {}
     for name, values in curves.items():
-        right.plot(grid, values, styles[name], marker=".", label=name)
+        line, marker, size = styles[name]
+        same = [other for other, seen in drawn.items()
+                if all(abs(a - b) < 1e-9 for a, b in zip(seen, values, strict=True))]
+        label = f"{name} (= {same[0]})" if same else name
+        right.plot(grid, values, line, marker=marker, markersize=size, label=label,
+                   markerfacecolor="none" if name == "per-problem p_i" else None)
+        drawn[name] = values
     right.scatter([report.k], [report.zero_std_fraction], color="black", zorder=3,
                   label=f"measured at k = {report.k}")
     right.set_xscale("log", base=2)

@@ -38,7 +38,10 @@ def dpo_loss(
         rejected_logps: ``[N]`` float, ``log pi(y_l | x)``, with gradient.
         ref_chosen_logps, ref_rejected_logps: ``[N]`` float, the same under the frozen
             reference (no gradient needed).
-        beta: how far the implicit reward may pull the policy from the reference (> 0).
+        beta: the weight of the KL penalty DPO is derived from (> 0). The larger beta, the
+            *closer* the policy stays to the reference: the loss saturates once
+            ``beta * margin`` is a few units, so a large beta stops pushing after a small
+            move (the optimum it targets is ``pi_ref * exp(reward / beta)``).
 
     Returns:
         ``(loss, metrics)``: a scalar, and TRL's names ``rewards/chosen``, ``rewards/rejected``

@@ -209,8 +209,10 @@ print(f"truncated at max_new_tokens={profile.max_new_tokens}: {bool(rollout.trun
 print("completion:", rollout.texts[0])
 
 # %% [markdown]
-# This is the code that sampled it: one batched `generate` call, then a mask that keeps each
-# completion up to and including its first end-of-sequence token.
+# This is the code that sampled it: the course's own decoding loop (`decode_until`: one
+# forward pass over the prompts, then one token per step for every row at once, from a
+# key/value cache), then a mask that keeps each completion up to and including its first
+# end-of-sequence token.
 
 # %%
 print(inspect.getsource(sample_group))

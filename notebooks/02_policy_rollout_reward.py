@@ -182,8 +182,9 @@ print(f"sum of the {length} token log-probs: {by_hand:.3f};  sequence_logprob: "
 # ## 2. The rollout is a group
 #
 # GRPO samples k completions **for the same prompt**: a group (notebook 03 shows why the
-# group is the baseline). `sample_group` samples every group in one batched `generate` call
-# and returns a `Rollout`, laid out group after group.
+# group is the baseline). `sample_group` samples every group in one batched decoding loop
+# of the course's own (`decode_until`; decoding greedily it writes exactly the tokens of
+# Hugging Face's `generate`, which a test checks) and returns a `Rollout`, laid out group after group.
 
 # %%
 k = profile.group_size

@@ -229,9 +229,19 @@ fake = summarize_groups(simulate_scores(spread, k_check, seed=0))
 display(Image(figure_png(plot_signal(fake, title="fake policy, p_i spread out"))))
 
 # %% [markdown]
-# Right panel: the predicted zero-spread share as k grows. Larger groups are more often mixed:
-# at $p = 0.05$ a group of 2 is mixed 10% of the time, a group of 16 56% of the time. That is
-# the argument for larger k on hard tasks, and the reason for section 4.
+# Right panel: the predicted zero-spread share as k grows, at this fake policy's pooled $p$
+# (in its title). Larger groups are more often mixed, and the harder the problem, the more
+# k matters; for one hard problem:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for p_hard in (0.05, fake.p):
+    mixed = {k: 1 - expected_zero_std_fraction(p_hard, k) for k in (2, 16)}
+    print(f"p = {p_hard:.2f}: a group of 2 is mixed {mixed[2]:.0%} of the time, "
+          f"a group of 16 {mixed[16]:.0%}")
+
+# %% [markdown]
+# That is the argument for larger k on hard tasks, and the reason for section 4.
 
 # %% [markdown]
 # ## 3. The signal check on the real model
@@ -402,7 +412,8 @@ print(pd.DataFrame(rows).to_string(index=False))
 # (another draw of the training problems and samples: how much of a result is the seed?).
 # Every completion ends where its first code block closes (the experiment's stop rule), so
 # the base model's habit of writing on after its function does not spend the 192-token
-# budget. Each run trains on the course's 78 training problems and measures the unit-test
+# budget. Each run trains on the course's very easy and easy training problems (63 of the
+# 78: the cell below prints each run's count from its `config.json`) and measures the unit-test
 # reward on the **115 held-out problems** it never trains on, 3 samples each, at step 0
 # (the base model), step 20 and step 40, with the same prompts and sampling seed every time
 # (`eval/unit_test_reward`, with its standard error over problems `/sem` and the standard
@@ -428,8 +439,9 @@ for label, name in EXP2_RUNS.items():
     step_times = [r["step_time"] for r in run.records if "step_time" in r]
     eval_times = [r["time/eval"] for r in run.records if "time/eval" in r]
     print(f"{label:12} data/runs/{name}: {len(step_times)} of {run.config['train']['max_steps']} "
-          f"steps, {sum(step_times) / 60:.0f} min of steps + {sum(eval_times) / 60:.0f} min of "
-          f"held-out evaluation ({len(eval_times)})")
+          f"steps on {run.config['num_prompts']} training problems "
+          f"({run.config['train_split']}), {sum(step_times) / 60:.0f} min of steps + "
+          f"{sum(eval_times) / 60:.0f} min of held-out evaluation ({len(eval_times)})")
 print(f"recorded runs found: {list(recorded) or 'none'}")
 
 # %% [markdown]

@@ -443,9 +443,11 @@ print("unknown here:", sorted({"output_dir", "bf16", "max_prompt_length"} - conf
 #   all copies stay identical. `per_device_train_batch_size` counts *completions per
 #   process*; a step uses that times the number of processes. A group may span processes:
 #   TRL gathers all rewards before computing the advantages.
-# - **vLLM** for sampling (`use_vllm=True`): generation dominates a GRPO step (see the step
-#   times above), and vLLM's batched, paged decoding is much faster than transformers'
-#   `generate()`. `vllm_mode="colocate"` runs it inside each training process and shares the
+# - **vLLM** for sampling (`use_vllm=True`): on a GPU, generation is expected to take most
+#   of a GRPO step (an argument, not a measurement here: the update's matrix products run far
+#   faster there while decoding stays one token at a time; notebook 04 §6 measures the split
+#   on this machine's CPU, where the update costs about as much), and vLLM's batched, paged
+#   decoding is much faster than transformers' `generate()`. `vllm_mode="colocate"` runs it inside each training process and shares the
 #   GPU; `"server"` puts it on GPUs of its own (`trl vllm-serve`).
 # - **Sharding** (DeepSpeed ZeRO-2/3, FSDP): when the weights, gradients and AdamW's two
 #   moments no longer fit on one GPU (about 16 bytes per parameter with AdamW in mixed precision), they are

@@ -357,8 +357,9 @@ print(f"starting at {explore}; every recorded run is in the dropdown")
 run_explorer(explore) if explore else print("no recorded run has samples.jsonl yet")
 
 # %% [markdown]
-# A saved notebook does not keep a widget's state, so here is the same view, without the
-# slider, at the last step of that run: what the model was writing when the run ended.
+# Saved, the explorer above keeps only a picture of its first view (the slider needs a
+# running kernel). Here is the same view as plain HTML at the last step of that run: what the
+# model was writing when the run ended.
 
 # %%
 if explore:
@@ -536,7 +537,7 @@ for run in runs:
 # | loss 0 **and** `grad_norm` 0 | `frac_reward_zero_std` = 1 | all-equal groups: too hard or too easy | a larger k, an easier curriculum, partial credit |
 # | loss 0, `grad_norm` > 0 | (nothing wrong) | normal on-policy GRPO (section 1) | none: read the reward instead |
 # | completions all end at the budget | `completions/clipped_ratio` high | truncation: rewards of cut-off text | longer completions (`max_new_tokens`) or shorter answers |
-# | length climbs with the reward | `completions/mean_length` | length gaming: something in the reward pays per token | cap or normalize it; `dr_grpo`/`dapo` loss |
+# | length climbs with the reward | `completions/mean_length` | length gaming: something in the reward pays per token | cap or normalize it (not a loss type: `dr_grpo`/`dapo` push a long rewarded completion harder than `grpo`, notebook 02 §7) |
 # | reward up, held-out score flat or down | `reward` vs `eval/...` | hacking: the model maximizes the reward, not the task | fix the reward; always log a held-out true score |
 # | KL spike with a fast-rising format reward | `kl`, `rewards/<fn>/mean` | hacking through a loophole in one reward | larger β, fix that reward, read the spike's completions |
 # | entropy and `reward_std` toward 0 | `entropy`, `reward_std` | collapse: the same completion every time | higher temperature, β > 0, lower learning rate, stop earlier |

@@ -190,6 +190,17 @@ def test_the_experiments_evaluate_with_the_profiles_sizes():
     assert cpu.evaluate.pass_fail == smoke.evaluate.pass_fail == ["unit_test_reward"]
 
 
+def test_the_code_experiments_sample_at_their_own_budget_unless_told():
+    from grpo_core.experiments import build_config, hacking_experiment, mbpp_experiment
+    from grpo_core.profiles import get_profile
+
+    cpu, smoke = get_profile("cpu"), get_profile("smoke")
+    for make in (mbpp_experiment, hacking_experiment):
+        assert build_config(cpu, make(cpu)).max_new_tokens == 192  # the recorded runs'
+        assert build_config(smoke, make(smoke)).max_new_tokens == smoke.max_new_tokens
+        assert build_config(cpu, make(cpu), max_new_tokens=32).max_new_tokens == 32
+
+
 # --- build_config: the stop rule ------------------------------------------------------------
 
 

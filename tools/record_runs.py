@@ -21,6 +21,11 @@ import sys
 import time
 from pathlib import Path
 
+try:  # run as a script (python tools/record_runs.py) or imported as tools.record_runs
+    from tools.reproduce import recorded_command
+except ImportError:  # pragma: no cover - the script's own folder is on sys.path instead
+    from reproduce import recorded_command
+
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "data" / "runs"
 SAVE_EVERY = 5
@@ -42,17 +47,10 @@ PLANNED: dict[str, tuple[str, list[str]]] = {
 
 
 def command_for(name: str) -> list[str]:
-    """The command that records ``name``: its base run's command, with ``--out`` replaced
-    and the additions appended."""
+    """The command that records ``name``: its base run's recorded command
+    (``tools/reproduce.py``), its additions, and ``--out data/runs/<name>``."""
     base, extra = PLANNED[name]
-    recorded = json.loads((RUNS / base / "config.json").read_text())["command"]
-    words = shlex.split(recorded)
-    if "--out" in words:
-        at = words.index("--out")
-        del words[at:at + 2]
-    if words[:3] != ["python", "-m", "grpo_core"]:
-        raise SystemExit(f"{base}'s command is not a python -m grpo_core command: {recorded}")
-    return [sys.executable, "-m", "grpo_core", *words[3:], *extra,
+    return [sys.executable, "-m", "grpo_core", *recorded_command(base), *extra,
             "--save-every", str(SAVE_EVERY), "--quiet", "--out", f"data/runs/{name}"]
 
 
