@@ -56,11 +56,10 @@ from grpo_core.run_files import (
     series,
     training_records,
 )
-from grpo_core.stats import (  # paired_difference: notebook 08 reads it from here
+from grpo_core.stats import (
     Trend,
     format_number,
     format_span,
-    paired_difference,  # noqa: F401
     spearman,
     trend,
     z_score,

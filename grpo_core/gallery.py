@@ -113,9 +113,10 @@ GALLERY: tuple[GalleryRun, ...] = (
         changed="experiment 1 with a KL penalty, beta = 0.04 (TRL's former default), at the "
                 "course's learning rate: the reward drives the completions down to a few "
                 "tokens the reference finds unlikely, and the per-token KL passes 1",
-        fix="a larger beta (0.2) holds the policy near the reference, at the price of a "
-            "slower reward (the completions stay longer than the target); or fewer steps, a "
-            "lower learning rate",
+        fix="no free fix, a trade-off: a larger beta (0.2) holds the per-token KL down, and "
+            "the reward then stays far from the target, since this reward asks for a long move "
+            "from the base model and beta sets how far the policy may go. The failure to "
+            "watch for is a KL that climbs while the reward does not",
         fixed_run="exp1-beta-0.2-cpu",
         also=("collapse", "no signal", "truncation"),
     ),

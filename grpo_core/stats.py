@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any
 
 
@@ -58,6 +59,18 @@ def z_score(change: float, error: float) -> float | None:
     or not a number). |z| >= 2 is a change unlikely under no change at all, about 5 %
     two-sided, for one comparison; several comparisons need a stricter bar."""
     return change / error if error > 0 else None
+
+
+def bonferroni_z(comparisons: int, alpha: float = 0.05) -> float:
+    """The |z| a difference must reach to count at two-sided level ``alpha`` when it is one of
+    ``comparisons`` made at once (Bonferroni: each is tested at ``alpha / comparisons``).
+
+    One comparison: 1.96; six (every pair of four runs): 2.64. Looking at many differences and
+    reporting the largest finds a |z| >= 2 by chance far more often than 5 % of the time.
+    """
+    if comparisons < 1 or not 0 < alpha < 1:
+        raise ValueError(f"need comparisons >= 1 and 0 < alpha < 1, got {comparisons}, {alpha}")
+    return NormalDist().inv_cdf(1 - alpha / (2 * comparisons))
 
 
 @dataclass(frozen=True)

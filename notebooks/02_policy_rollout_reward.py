@@ -522,10 +522,11 @@ print(f"\nbest completion rose in {int((rounds['best change'] > 0).sum())} of {l
       f"of {len(rounds)}")
 
 # %% [markdown]
-# Read the counts, not a single row. In the `cpu` run committed here the best completion rose
-# and the worst fell in all 6 groups, by several nats each, and the advantage-weighted change
-# was positive in every one; the group of section 4, whose best completion did not rise, was
-# the exception. The advantage-weighted change is the quantity the step is built to raise.
+# Read the counts under the table, not a single row. A group can go against the grain: one
+# step moves weights that every completion shares, so a completion's change also carries the
+# gradients of its neighbours, and a best completion can fall a little while the group as a
+# whole moves the right way. The advantage-weighted change, `sum A x change`, is the quantity
+# the step is built to raise; the counts say in how many groups it did.
 #
 # That was one round: policy → rollout → reward → advantages → log-probs → loss → step.
 # `grpo_core.loop.train` repeats it (notebook 07); notebook 04 adds what changes when a

@@ -251,6 +251,8 @@ for update in range(1, 5):
                     "clipped (all)": metrics["clip_ratio/region_mean"], "seconds": update_s})
 table = pd.DataFrame(history).set_index("update")
 print(table.round(4).to_string())
+print(f"\nbefore update {len(history)}: token ratios from {table['ratio min'].iloc[-1]:.3f} to "
+      f"{table['ratio max'].iloc[-1]:.3f}, though the clip band is [0.8, 1.2]")
 
 # %% [markdown]
 # Each row is measured *before* that update's step, on the weights left by the previous ones:
@@ -281,8 +283,8 @@ plt.show()
 # %% [markdown]
 # The clip bounds how hard one reused batch can push: a token whose ratio has left the band on
 # the side its advantage pushes gets no more gradient from this batch. It removes that
-# gradient; it does not hold the ratio inside the band. Read the table's ratio min and max:
-# in the committed `cpu` run they reached about 0.6 and 1.45 after 4 updates with ε = 0.2.
+# gradient; it does not hold the ratio inside the band. Read the table's ratio min and max,
+# and the line under it: after a few updates they lie outside the band of ε = 0.2.
 # A token's probability keeps moving after its own gradient is cut, because every other
 # token's gradient moves the same shared weights, and AdamW's momentum carries each step into
 # the next. Nor does the clip do anything about where the policy goes over many batches: that

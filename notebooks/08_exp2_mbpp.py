@@ -421,8 +421,9 @@ print(pd.DataFrame(rows).to_string(index=False))
 # (`samples.jsonl`). The cell below reads whichever runs exist:
 
 # %%
-from grpo_core.diagnosis import held_out_change, paired_difference, trend
+from grpo_core.diagnosis import held_out_change
 from grpo_core.plots import compare_runs
+from grpo_core.stats import bonferroni_z, paired_difference, trend
 from grpo_core.run_files import list_runs, load_run, runs_dir, series
 
 EXP2_RUNS = {"k=2": "exp2-k2-cpu", "k=8": "exp2-k8-cpu", "k=16": "exp2-k16-cpu",
@@ -544,13 +545,16 @@ for label, run in recorded.items():
             print(f"{label:12} step {held.steps[-1]} - step {earlier}: {moved.mean:+.3f} ± "
                   f"{moved.sem:.3f} ({z}), from the kept samples")
 pairs = [(a, b) for i, a in enumerate(ends) for b in list(ends)[i + 1:]]
+bar = bonferroni_z(len(pairs)) if pairs else None
 comparison = []
 for a, b in pairs:
     gap = paired_difference(ends[a], ends[b])
     comparison.append({"a - b": f"{a} - {b}", "difference": f"{gap.mean:+.3f} ± {gap.sem:.3f}",
                        "z": round(gap.z, 1) if gap.z is not None else None,
-                       "significant (|z| >= 2)": gap.z is not None and abs(gap.z) >= 2})
+                       f"beyond |z| >= {bar:.2f}": gap.z is not None and abs(gap.z) >= bar})
 if comparison:
+    print(f"{len(pairs)} comparisons at once: each must reach |z| >= {bar:.2f} (Bonferroni, "
+          f"5 % two-sided over all of them), not 1.96")
     display(pd.DataFrame(comparison).set_index("a - b"))
 
 # %% [markdown]

@@ -235,29 +235,43 @@ print(push.round(2).to_string())
 # ranking. Compare it with the mean true score of all the samples.
 
 # %%
-def true_score_of_pick(ranking: torch.Tensor, true: torch.Tensor) -> float:
-    """Mean over groups of the true score of the sample(s) ``ranking`` puts first ([N, k])."""
+from grpo_core.stats import paired_difference
+
+
+def pick_minus_mean(ranking: torch.Tensor, true: torch.Tensor) -> dict[int, float]:
+    """Per group: the true score of the sample(s) ``ranking`` puts first ([N, k], ties shared)
+    minus the group's mean true score, ``{group: difference}``."""
     best = ranking == ranking.max(dim=1, keepdim=True).values
-    return ((true * best).sum(dim=1) / best.sum(dim=1)).mean().item()
+    pick = (true * best).sum(dim=1) / best.sum(dim=1)
+    return dict(enumerate((pick - true.mean(dim=1)).tolist()))
 
 
 rankings = {"the proxy (long_function_reward)": proxy_scores,
             "the first proxy (defines_function_reward)": scores["defines_function_reward"],
             "the true score itself": true_scores}
-picks = pd.Series({name: true_score_of_pick(r, true_scores) for name, r in rankings.items()})
-print(f"mean true score of all samples: {true_scores.mean():.3f}")
-print("true score of the sample each reward ranks first:")
-print(picks.round(3).to_string())
+print(f"mean true score of all samples: {true_scores.mean():.3f} ({len(true_scores)} groups)")
+print("true score of the sample each reward ranks first, minus its group's mean "
+      "(averaged over groups, ± standard error over groups):")
+for name, ranking in rankings.items():
+    differences = pick_minus_mean(ranking, true_scores)
+    gap = paired_difference(differences, {g: 0.0 for g in differences})
+    if gap.z is None:
+        verdict = "no spread"
+    elif abs(gap.z) < 2:
+        verdict = "within noise: no direction shown"
+    else:
+        verdict = "toward the task" if gap.mean > 0 else "away from the task"
+    z = f"z {gap.z:+.1f}" if gap.z is not None else ""
+    print(f"  {name:42} {gap.mean:+.3f} ± {gap.sem:.3f} ({z}): {verdict}")
 
 # %% [markdown]
-# On the committed `cpu` build's base samples (78 training problems x 8) the proxy's
-# favourite is *worse* than a sample drawn at random (true score 0.174 against the mean
-# 0.203), while the first proxy's favourite is better (0.299: ranking by "has the function"
-# puts the answers without one last, and those never pass). So `defines_function_reward`
-# points, on average, toward the task, and `long_function_reward` points slightly away from
-# it. And it favours the hacks: the 213 hacks among the 624 samples get 68 % of its positive
-# push, and a higher mean advantage than the solutions (0.69 against 0.23, section 5's
-# table). Section 4's recorded runs show what each proxy did in training.
+# On the committed `cpu` build's base samples, read the verdicts above: a reward whose pick
+# beats its group's mean by more than two standard errors points toward the task, one whose
+# pick falls short by as much points away, and anything in between shows no direction at
+# this sample size. Ranking by "has the function" puts the answers without one last, and
+# those never pass; ranking by length rewards code the tests never run. Section 5's table
+# shows the other half: how much of the proxy's positive push goes to the hacks. Section 4's
+# recorded runs show what each proxy did in training.
 
 # %% [markdown]
 # ## 3. Train against the proxy, watch the true score
@@ -317,7 +331,8 @@ for record in result.metrics:
 # %%
 from IPython.display import HTML, Image, display
 
-from grpo_core.diagnosis import Thresholds, diagnose, held_out_change, trend
+from grpo_core.diagnosis import Thresholds, diagnose, held_out_change
+from grpo_core.stats import trend
 from grpo_core.plots import figure_png, plot_metrics, plot_run
 from grpo_core.run_files import list_runs, load_run, runs_dir, series
 

@@ -8,6 +8,7 @@ import math
 import pytest
 
 from grpo_core.stats import (
+    bonferroni_z,
     format_number,
     format_span,
     mean,
@@ -199,3 +200,13 @@ def test_problem_pass_at_k_is_taken_per_problem():
     assert problem_pass_at_k({"a": [1, 0]}, 2) == {"a": 1.0}  # truthy values count as passes
     with pytest.raises(ValueError, match="no samples"):
         problem_pass_at_k({"a": []}, 1)
+
+
+def test_bonferroni_z_is_the_two_sided_threshold_at_alpha_over_the_comparisons():
+    assert bonferroni_z(1) == pytest.approx(1.959964, abs=1e-6)
+    assert bonferroni_z(6) == pytest.approx(2.638257, abs=1e-6)  # 1 - 0.05 / 12
+    assert bonferroni_z(3, alpha=0.1) == pytest.approx(2.128045, abs=1e-6)
+    assert bonferroni_z(10) > bonferroni_z(6) > bonferroni_z(1)
+    for bad in [(0, 0.05), (3, 0.0), (3, 1.0)]:
+        with pytest.raises(ValueError):
+            bonferroni_z(*bad)

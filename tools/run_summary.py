@@ -23,10 +23,10 @@ from grpo_core.diagnosis import (  # noqa: E402
     find_true_score,
     held_out_change,
     trained_rewards,
-    trend,
 )
 from grpo_core.run_files import list_runs, load_run, runs_dir, series, training_records  # noqa: E402
 from grpo_core.seeds import group_by_setup, held_out_key, seed_group  # noqa: E402
+from grpo_core.stats import trend  # noqa: E402
 
 HEADER = ("| run | held-out metric | step 0 | end | change (z) | reward first -> last fifth "
           "| truncated, last fifth | wall | flagged |")
