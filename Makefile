@@ -10,18 +10,19 @@ LAB_ARGS ?=
 # extra options for pytest, e.g. PYTEST_ARGS="-k sandbox"
 PYTEST_ARGS ?=
 
-.PHONY: setup browser exp1 exp2 exp3 reproduce lab test test-unit test-notebooks test-colab notebooks bench lint mutate clean
+.PHONY: setup browser exp1 exp2 exp3 reproduce lab lab-reset test test-unit test-notebooks test-colab notebooks bench lint mutate clean
 
 setup: $(STAMP)
 
 # Re-run the install whenever a dependency file changes; the stamp is written last, so an
 # interrupted install is retried.
-# The package and its runtime dependencies come from pyproject.toml; the `test` and `lab` extras
-# add pytest, nbval, ruff, JupyterLab and jupytext (none of them is a runtime dependency).
+# The package and its runtime dependencies come from pyproject.toml; the `lab` extra adds
+# JupyterLab, jupytext and nbval (a learner's environment: `make setup`, `make lab`); the
+# `test` extra adds pytest, ruff and mutmut, only for `make test`, `lint` and `mutate`.
 $(STAMP): pyproject.toml requirements-nodeps.txt constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install $(PIP_OPTS) -c constraints.txt -e ".[test,lab]"
+	$(BIN)/python -m pip install $(PIP_OPTS) -c constraints.txt -e ".[lab]"
 	$(BIN)/python -m pip install $(PIP_OPTS) --no-deps -r requirements-nodeps.txt
 	$(BIN)/python -m grpo_core.environment
 	touch $@
@@ -29,9 +30,15 @@ $(STAMP): pyproject.toml requirements-nodeps.txt constraints.txt
 # The browser test (tests/test_browser.py) drives Debian's chromium through Playwright; only
 # `make test` needs it. Outside CI a machine that cannot install chromium (not root, no apt)
 # prints how to install it and the test is skipped; in CI (CI=true) that is an error.
+TEST_STAMP := $(VENV)/.test-installed
+
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/python -m pip install $(PIP_OPTS) -c constraints.txt -e ".[test]"
+	touch $@
+
 BROWSER_STAMP := $(VENV)/.browser-installed
 
-$(BROWSER_STAMP): $(STAMP) requirements-browser.txt tools/install_browser.sh
+$(BROWSER_STAMP): $(TEST_STAMP) requirements-browser.txt tools/install_browser.sh
 	sh tools/install_browser.sh || [ -z "$$CI" ]
 	$(BIN)/python -m pip install $(PIP_OPTS) -r requirements-browser.txt
 	touch $@
@@ -43,9 +50,16 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 # tools/lab_config/: hide the .py twins from the file browser, no news pop-up; open the start page
 LAB_CONFIG := JUPYTER_CONFIG_PATH=$(CURDIR)/tools/lab_config$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH),)
+# A learner's runs never overwrite the course: JupyterLab opens working copies in lab/ (git
+# ignores it; made on first start, never written back: tools/lab_copies.py). make lab-reset
+# starts every copy afresh; rm lab/<notebook>.ipynb one of them. Maintainers edit notebooks/.
 lab: $(STAMP)
-	$(LAB_CONFIG) $(BIN)/jupyter lab --notebook-dir=notebooks \
+	$(BIN)/python tools/lab_copies.py
+	$(LAB_CONFIG) $(BIN)/jupyter lab --notebook-dir=lab \
 		--LabApp.default_url=/lab/tree/START_HERE.ipynb $(ALLOW_ROOT) $(LAB_ARGS)
+
+lab-reset: $(STAMP)
+	$(BIN)/python tools/lab_copies.py --reset
 
 # Colab's versions in CI: a second venv (.venv-colab) holding Colab's published versions
 # (tools/colab_pins.txt) of what the Colab setup keeps or leaves alone, the course installed
@@ -96,14 +110,14 @@ test-colab: $(COLAB_STAMP)
 # Unit tests and every notebook (nbval, lax mode) in the smoke profile, offline; then the same
 # for the widgets and three notebooks under Colab's versions (test-colab, above). PYTEST_ARGS
 # applies to the first run only.
-test: $(STAMP) $(BROWSER_STAMP) $(COLAB_STAMP)
+test: $(TEST_STAMP) $(BROWSER_STAMP) $(COLAB_STAMP)
 	GRPO_PROFILE=smoke HF_HUB_OFFLINE=1 $(BIN)/python -m pytest --nbval-lax $(PYTEST_ARGS) tests notebooks
 	$(COLAB_PYTEST)
 
-test-unit: $(STAMP) $(BROWSER_STAMP)
+test-unit: $(TEST_STAMP) $(BROWSER_STAMP)
 	GRPO_PROFILE=smoke HF_HUB_OFFLINE=1 $(BIN)/python -m pytest $(PYTEST_ARGS) tests
 
-test-notebooks: $(STAMP)
+test-notebooks: $(TEST_STAMP)
 	GRPO_PROFILE=smoke HF_HUB_OFFLINE=1 $(BIN)/python -m pytest --nbval-lax $(PYTEST_ARGS) notebooks
 
 # Re-create every notebook from its py:percent twin and execute it in the cpu profile,
@@ -150,10 +164,10 @@ bench: $(STAMP)
 # shared a minute or two of it).
 # Only some modules: make mutate MUTATE_ARGS="grpo_core/loss.py" (diagnosis alone: about 6 min)
 MUTATE_ARGS ?=
-mutate: $(STAMP)
+mutate: $(TEST_STAMP)
 	nice -n 10 $(BIN)/python tools/mutate.py $(MUTATE_ARGS)
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check grpo_core tests benchmarks scripts tools notebooks/*.py
 
 clean:

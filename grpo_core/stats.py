@@ -16,6 +16,7 @@ own change, so the change's standard error is smaller than the two scores' error
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -138,6 +139,41 @@ def problem_pass_at_k(passed: Mapping[Any, Sequence[bool]], k: int) -> dict[Any,
         raise ValueError(f"problems {empty[:5]} have no samples")
     return {problem: pass_at_k(len(values), sum(bool(v) for v in values), k)
             for problem, values in passed.items()}
+
+
+def minimum_detectable_change(sd: float, runs_per_side: int, alpha: float = 0.05,
+                              power: float = 0.8, comparisons: int = 1) -> float:
+    """The smallest true difference between two setups that ``runs_per_side`` runs of each
+    detect with probability ``power`` at two-sided level ``alpha`` (Bonferroni over
+    ``comparisons``), when one run's result has standard deviation ``sd`` (notebook 12)::
+
+        (z_{1 - alpha / (2 m)} + z_power) * sd * sqrt(2 / n)
+
+    ``sd`` is the run-to-run spread of what is compared (for a held-out change: the spread
+    over seeds, which holds the evaluation's own noise too).
+    """
+    if runs_per_side < 1 or not sd >= 0 or not 0 < power < 1:
+        raise ValueError(f"need runs_per_side >= 1, sd >= 0 and 0 < power < 1, got "
+                         f"{runs_per_side}, {sd}, {power}")
+    return (bonferroni_z(comparisons, alpha) + NormalDist().inv_cdf(power)) * sd * math.sqrt(
+        2 / runs_per_side)
+
+
+def subsampled_standard_errors(values: Sequence[float], sizes: Sequence[int], draws: int = 200,
+                               seed: int = 0) -> dict[int, float]:
+    """For each size ``n`` in ``sizes``: the standard deviation, over ``draws`` random subsets
+    of ``n`` of ``values`` (without replacement), of the subset's mean: what the standard
+    error of a held-out score would be with only ``n`` problems (notebook 12). Compare
+    :func:`standard_error` of the whole, which estimates the same for ``n = len(values)``
+    (this one is 0 there: every subset is the whole)."""
+    if any(not 2 <= n <= len(values) for n in sizes) or draws < 2:
+        raise ValueError(f"sizes must lie in [2, {len(values)}] and draws >= 2")
+    rng = random.Random(seed)
+    spread = {}
+    for n in sizes:
+        means = [mean(rng.sample(list(values), n)) for _ in range(draws)]
+        spread[n] = math.sqrt(math.fsum((m - mean(means)) ** 2 for m in means) / (draws - 1))
+    return spread
 
 
 def ranks(values: Sequence[float]) -> list[float]:

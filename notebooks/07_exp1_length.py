@@ -217,12 +217,14 @@ print(f"mean |len - 20|: {before:.1f} -> {after:.1f} characters")
 # ([huggingface/trl#2771](https://github.com/huggingface/trl/issues/2771), fixed in the docs by
 # [#2777](https://github.com/huggingface/trl/pull/2777)). Nothing else changes. Which way
 # does the length go? $+|\mathrm{len}(y) - 20|$ is V-shaped: it pays for being far from 20
-# characters in *either* direction. From the base model, whose answers run long, the longest
-# completion of a group wins; from a policy trained to about 20 characters, the cheapest way
-# to be far from 20 is to say almost nothing, and the empty completion (reward 20) beats
-# every 30-character one. The optimizer takes whichever direction is cheaper from where the
+# characters in *either* direction (an empty completion earns 20, a 45-character one 25).
+# From the base model, whose answers run long, the longest completion of a group wins. From
+# a policy trained to about 20 characters both ways are open: each step pushes toward
+# whichever samples of its groups strayed furthest, short or long, and once one side pulls
+# ahead the next groups lean that way too. Either can happen; the cell after the plot prints
+# which way this run went. The optimizer takes whichever direction is cheaper from where the
 # policy is: it does not know what you *meant*, only which completions in each group scored
-# higher. The cell after the plot prints which way this run went.
+# higher.
 
 # %%
 # NBVAL_IGNORE_OUTPUT

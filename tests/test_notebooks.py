@@ -175,3 +175,28 @@ def test_figures_drawn_in_a_notebook_use_the_course_dpi(script):
 
     calls = re.findall(r"plt\.(?:subplots|figure)\((.*)", script.read_text("utf-8"))  # one line
     assert all("dpi=DPI" in arguments for arguments in calls), calls
+
+
+def test_a_build_records_its_time_and_the_kernels_peak_memory(tmp_path, monkeypatch):
+    import json
+
+    import jupytext
+
+    from tools.notebooks import BUILD_INFO, PEAK_MARK, build, read_build_info, timing_table
+
+    monkeypatch.setenv("GRPO_PROFILE", "smoke")
+    script = tmp_path / "99_probe.py"
+    script.write_text("# %% [markdown]\n# # 99 · probe\n\n# %%\nblock = bytearray(300 * 2**20)\n"
+                      "print(len(block))\n")
+    jupytext.write(jupytext.read(script), script, fmt="py:percent")
+    seconds = build(script, timeout_s=120)
+    built = nbformat.read(script.with_suffix(".ipynb"), as_version=4)
+    assert [c.cell_type for c in built.cells] == ["markdown", "code"]  # the probe cell is gone
+    assert not any(PEAK_MARK in c.source for c in built.cells)
+    figures = json.loads((tmp_path / BUILD_INFO).read_text())["notebooks"]["99_probe"]
+    assert figures["seconds"] == round(seconds, 1) and figures["profile"] == "smoke"
+    assert figures["peak_rss_gib"] >= 300 / 1024  # the 300 MiB the cell held
+    assert "cores" in figures["machine"] and figures["load_before"] >= 0
+    table = timing_table([script, tmp_path / "98_other.py"], read_build_info(tmp_path))
+    assert "| [99_probe](99_probe.ipynb) | " in table and " GB |" in table
+    assert "| [98_other](98_other.ipynb) | not measured yet | - |" in table

@@ -9,6 +9,8 @@ import pytest
 
 from grpo_core.stats import (
     bonferroni_z,
+    minimum_detectable_change,
+    subsampled_standard_errors,
     format_number,
     format_span,
     mean,
@@ -210,3 +212,29 @@ def test_bonferroni_z_is_the_two_sided_threshold_at_alpha_over_the_comparisons()
     for bad in [(0, 0.05), (3, 0.0), (3, 1.0)]:
         with pytest.raises(ValueError):
             bonferroni_z(*bad)
+
+
+def test_minimum_detectable_change_by_hand():
+    # (1.959964 + 0.841621) * 0.05 * sqrt(2 / 1)
+    assert minimum_detectable_change(0.05, 1) == pytest.approx(2.801585 * 0.05 * math.sqrt(2),
+                                                               abs=1e-6)
+    assert minimum_detectable_change(0.05, 4) == pytest.approx(
+        minimum_detectable_change(0.05, 1) / 2)  # four runs a side: half the change
+    assert minimum_detectable_change(0.05, 1, comparisons=3) > minimum_detectable_change(0.05, 1)
+    assert minimum_detectable_change(0.0, 2) == 0.0
+    with pytest.raises(ValueError):
+        minimum_detectable_change(0.05, 0)
+
+
+def test_subsampled_standard_errors_follow_the_finite_population_formula():
+    values = [float(i % 7) / 6 for i in range(100)]
+    spread = subsampled_standard_errors(values, [10, 40, 100], draws=4000, seed=1)
+    assert spread[100] == 0.0  # every subset of all 100 is the whole set
+    # sampling n of N without replacement: sd / sqrt(n) * sqrt((N - n) / (N - 1))
+    sd = standard_error(values) * math.sqrt(100)
+    for n in (10, 40):
+        assert spread[n] == pytest.approx(sd / math.sqrt(n) * math.sqrt((100 - n) / 99), rel=0.06)
+    assert subsampled_standard_errors(values, [10], draws=50, seed=3) == \
+        subsampled_standard_errors(values, [10], draws=50, seed=3)
+    with pytest.raises(ValueError):
+        subsampled_standard_errors(values, [1])

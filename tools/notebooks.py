@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -49,6 +50,12 @@ def cell_signature(notebook: nbformat.NotebookNode) -> list[tuple[str, str]]:
 
 
 START_PAGE = "START_HERE.ipynb"  # what `make lab` opens: the path through the course
+# each notebook's last build: seconds, the kernel's peak memory, the machine (the start page's
+# table is written from it, so no time or memory figure is typed by hand)
+BUILD_INFO = "build_info.json"
+# appended to a notebook while it is built, then removed: the kernel's peak resident memory
+PEAK_MARK = "__peak_rss_kib__"
+PEAK_CELL = f"import resource\nprint({PEAK_MARK!r}, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
 START_INTRO = """# GRPO from scratch: start here
 
 Open the notebooks in this order; each one runs on its own. Start with **00 · Setup**: it
@@ -57,15 +64,19 @@ already executed, so you can read its results before running anything; run a cel
 Shift+Enter, or the whole notebook with *Run → Run All Cells*.
 
 **Profiles.** On a laptop the notebooks run in the `cpu` profile (the offline SmolLM2-135M,
-groups of 8): real curves, a few minutes per notebook, up to half an hour for the ones that
-train (03, 07-09) on a 2-core CPU.
+groups of 8): real curves; the table below gives each notebook's measured time and peak
+memory. Each notebook's kernel keeps its model in memory until you shut it down (the last
+cell of each says so): on an 8 GB laptop, shut each one down before opening the next.
 For a quick click-through, start JupyterLab with `GRPO_PROFILE=smoke make lab`: every cell
 runs in seconds, but the runs are far too short to learn anything, so read the committed
 results for that. On a GPU (Colab's badge in each notebook) the `gpu` profile trains
 Qwen3-0.6B at the lecture's scale.
 
-The `.py` files beside the notebooks are their [jupytext](https://jupytext.readthedocs.io)
-twins, for reviewing changes; JupyterLab hides them here. You do not need them.
+**Your copies.** `make lab` opens *working copies* of the notebooks (in the folder `lab/`,
+which git ignores): run and edit them freely, the course's own executed notebooks in
+`notebooks/` are never touched and stay the reference. To start one notebook afresh, delete
+its copy (`rm lab/07_exp1_length.ipynb`) and start `make lab` again; `make lab-reset` starts
+every copy afresh. Idle kernels are shut down after 30 minutes to free their memory.
 """
 
 
@@ -76,15 +87,70 @@ def notebook_title(script: Path) -> str:
     return heading.removeprefix("# ").strip()
 
 
-def start_page(scripts: list[Path]) -> nbformat.NotebookNode:
-    """The start page `make lab` opens: how to use the course, then every notebook in order,
-    each a link with its title. Markdown only: nothing to run."""
+def read_build_info(notebook_dir: Path = NOTEBOOK_DIR) -> dict[str, dict]:
+    """``{notebook stem: its last build's figures}`` from ``build_info.json`` ({} if none)."""
+    path = notebook_dir / BUILD_INFO
+    return json.loads(path.read_text())["notebooks"] if path.exists() else {}
+
+
+def record_build(stem: str, figures: dict, notebook_dir: Path = NOTEBOOK_DIR) -> None:
+    """Store one notebook's build figures in ``build_info.json``, keeping the others'."""
+    info = read_build_info(notebook_dir)
+    info[stem] = figures
+    (notebook_dir / BUILD_INFO).write_text(
+        json.dumps({"notebooks": dict(sorted(info.items()))}, indent=1) + "\n")
+
+
+def machine() -> str:
+    """The CPU's model name, its core count and whether it has bfloat16 instructions."""
+    model, flags = "unknown CPU", set()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                model = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+    bf16 = sorted(flags & {"amx_bf16", "avx512_bf16"})
+    return (f"{model}, {os.cpu_count()} cores, "
+            f"{'bfloat16 instructions (' + ', '.join(bf16) + ')' if bf16 else 'no bfloat16 instructions'}")
+
+
+def timing_table(scripts: list[Path], info: dict[str, dict]) -> str:
+    """The start page's table of measured build times and peak memory, and where they were
+    measured; a notebook never built with figures gets a dash."""
+    rows = ["| notebook | time to run | peak memory |", "|---|---|---|"]
+    for script in scripts:
+        got = info.get(script.stem)
+        figures = (f"{_minutes(got['seconds'])} | {got['peak_rss_gib']:.1f} GB" if got
+                   else "not measured yet | -")
+        rows.append(f"| [{script.stem}]({script.stem}.ipynb) | {figures} |")
+    machines = sorted({(got["machine"], got["profile"]) for got in info.values()})
+    where = "; ".join(f"{m} ({p} profile)" for m, p in machines) or "not measured yet"
+    loads = [got["load_before"] for got in info.values()]
+    idle = (f"load average before each build at most {max(loads):.1f}" if loads else "")
+    return "\n".join(rows) + f"\n\nMeasured by `make notebooks` on {where}; {idle}."
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+
+
+def start_page(scripts: list[Path], info: dict[str, dict] | None = None) -> nbformat.NotebookNode:
+    """The start page `make lab` opens: how to use the course, every notebook in order (each
+    a link with its title), and each one's measured time and memory (``build_info.json``).
+    Markdown only: nothing to run."""
+    info = read_build_info() if info is None else info
     path = "\n".join(f"- [{notebook_title(script)}]({script.stem}.ipynb)" for script in scripts)
     notebook = nbformat.v4.new_notebook()
     # fixed cell ids: rewriting the page changes nothing when the notebooks did not change
     notebook.cells = [nbformat.v4.new_markdown_cell(START_INTRO, id="start-intro"),
                       nbformat.v4.new_markdown_cell(f"## The path through the course\n\n{path}",
-                                                    id="start-path")]
+                                                    id="start-path"),
+                      nbformat.v4.new_markdown_cell(
+                          "## How long each takes\n\n" + timing_table(scripts, info),
+                          id="start-times")]
     notebook.metadata["kernelspec"] = KERNELSPEC
     return notebook
 
@@ -126,6 +192,8 @@ def build(script: Path, timeout_s: int = 3600) -> float:
     notebook = jupytext.read(script)
     notebook.metadata["kernelspec"] = KERNELSPEC
     notebook.metadata.setdefault("jupytext", {})["formats"] = FORMATS
+    load_before = os.getloadavg()[0]
+    notebook.cells.append(nbformat.v4.new_code_cell(PEAK_CELL))
     start = time.perf_counter()
     client = NotebookClient(
         notebook,
@@ -134,11 +202,19 @@ def build(script: Path, timeout_s: int = 3600) -> float:
         resources={"metadata": {"path": str(script.parent)}},
     )
     client.execute()
+    seconds = time.perf_counter() - start
+    measured = notebook.cells.pop()
+    peak_kib = int(measured.outputs[0]["text"].split()[-1])
+    record_build(script.stem, {
+        "seconds": round(seconds, 1), "peak_rss_gib": round(peak_kib / 2**20, 2),
+        "profile": os.environ.get("GRPO_PROFILE", "(default)"), "machine": machine(),
+        "load_before": round(load_before, 2), "date": time.strftime("%Y-%m-%d")},
+        script.parent)
     # a picture of every widget's final state beside its view: what JupyterLab before the
     # kernel runs, nbviewer and GitHub show instead of the widget's repr or a 0 % progress bar
     add_snapshots(notebook)
     nbformat.write(notebook, script.with_suffix(".ipynb"))
-    return time.perf_counter() - start
+    return seconds
 
 
 def redraw_snapshots(notebook_path: Path) -> int:
@@ -270,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     for script in chosen:
         print(f"executing {script.name} ...", flush=True)
         print(f"  wrote {script.with_suffix('.ipynb').name} in {build(script):.0f} s", flush=True)
+    write_start_page(scripts)  # with the new times
     return 0
 
 

@@ -1,0 +1,412 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 12 · The noise floor: is this difference real?
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/12_noise_floor.ipynb)
+#
+# **Needs:** a laptop CPU. Section 1 loads the model and trains two steps, twice; the rest
+# reads the runs recorded in `data/runs/`. **Takes:** a minute or two in the `cpu` profile
+# (the start page lists each notebook's measured time and memory).
+#
+# Lecture part: the recap, *"Read the curves"*, asked of every result: **is this difference
+# real, or noise?** The question learners ask GRPO projects most often ("my reward went up
+# 0.03, did anything happen?", "k = 8 beat k = 2, is k = 8 better?") has an answer only when
+# you know how much the same measurement moves when nothing real changed. That amount is the
+# **noise floor**. This notebook measures it for the course's own runs, from the runs
+# themselves:
+#
+# 1. **replay** a run: the same seed gives the same numbers, bit for bit, on one CPU;
+# 2. **two kinds of noise**: the evaluation's (which problems, which samples) and
+#    training's (which seed); why a paired z over problems understates the second;
+# 3. how the evaluation's standard error shrinks with the **number of held-out problems**;
+# 4. **pass@1 against pass@k**: did training sharpen what the model could already do, or
+#    teach it to solve new problems?
+# 5. the **smallest change** this setup can detect, with one seed and with four;
+# 6. a **checklist** to apply to any RL result you read.
+#
+# Notebook 08's statistics primer (section 4) is the background: a standard error over
+# problems, a paired difference, z.
+
+# %%
+# Colab only: fetch the course and install what the runtime lacks, keeping Colab's own torch,
+# ipywidgets and ipykernel. Everywhere else this cell does nothing: `make lab` installed it all.
+import os
+import subprocess
+import sys
+
+if "google.colab" in sys.modules:
+    COURSE_REPO, COURSE_DIR = "https://github.com/grpo-from-scratch/grpo-course", "/content/grpo-course"
+    print(f"cloning {COURSE_REPO} ...", flush=True)
+    clone = subprocess.run(["git", "clone", "-q", "--depth=1", COURSE_REPO, COURSE_DIR],
+                           capture_output=True, text=True)
+    if clone.returncode and not os.path.isdir(f"{COURSE_DIR}/.git"):
+        raise RuntimeError(f"could not clone {COURSE_REPO}: {clone.stderr.strip()}")
+    # the setup script is told what this kernel imported, to ask for a restart only if needed
+    subprocess.run([sys.executable, f"{COURSE_DIR}/tools/colab_setup.py"], check=True,
+                   input="\n".join(sys.modules), text=True)
+    sys.path.insert(0, COURSE_DIR)
+else:
+    print("Not in Colab: nothing to install.")
+
+# %%
+import inspect
+import math
+
+import pandas as pd
+import torch
+from IPython.display import Image, display
+from matplotlib.figure import Figure
+
+from grpo_core.plots import DPI, figure_png
+from grpo_core.profiles import get_profile
+
+profile = get_profile()
+print(f"profile: {profile.name} ({profile.reason})")
+
+# %% [markdown]
+# ## 1. Same seed, same numbers
+#
+# Everything random in a run comes from one seed: which prompts each step draws
+# (`choose_prompts`), every sampled token (`sample_group` seeds its generator with
+# `seed * 1_000_003 + step`), and the held-out evaluation (its own fixed seed). So two runs
+# with the same seed, code, model and machine should log the same numbers, not merely close
+# ones. Two steps of experiment 1, from the same starting weights, twice with seed 0 and once
+# with seed 1:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+import copy
+import time
+
+from grpo_core.experiments import build_config, length_experiment
+from grpo_core.loop import train
+from grpo_core.models import load_policy
+
+model, tokenizer = load_policy(profile)
+experiment = length_experiment(profile)
+start_weights = copy.deepcopy(model.state_dict())
+
+
+def two_steps(seed: int) -> tuple[list[dict], list[str]]:
+    """Two steps of experiment 1 from the starting weights: the logged numbers (timings
+    left out: they are the machine's, not the run's) and the last step's completions."""
+    model.load_state_dict(start_weights)
+    config = build_config(profile, experiment, max_steps=2, seed=seed, save_checkpoint=False)
+    result = train(model, tokenizer, experiment.prompts, experiment.reward_funcs, config,
+                   progress=False)
+    numbers = [{k: v for k, v in r.items() if not k.startswith("time") and k != "step_time"}
+               for r in result.metrics]
+    return numbers, result.last_texts
+
+
+started = time.perf_counter()
+first, again, other = two_steps(0), two_steps(0), two_steps(1)
+model.load_state_dict(start_weights)
+print(f"three runs of two steps in {time.perf_counter() - started:.0f} s")
+
+# %%
+compared = sum(len(record) for record in first[0])
+print(f"seed 0 twice: all {compared} logged numbers equal: {first[0] == again[0]}; "
+      f"the same completions: {first[1] == again[1]}")
+changed = [key for key in first[0][0] if first[0][0][key] != other[0][0].get(key)]
+print(f"seed 0 against seed 1: {len(changed)} of {len(first[0][0])} step-1 numbers differ, "
+      f"e.g. reward {first[0][0]['reward']:.3f} against {other[0][0]['reward']:.3f}")
+
+# %% [markdown]
+# Bit for bit, on one machine. A test keeps it so (`tests/test_seeds.py`). What it does
+# *not* promise: the same numbers on another CPU, another torch build or another precision
+# plan (a different order of floating-point additions changes the last bits, and sampling
+# amplifies that into other tokens within a few steps), nor on a GPU, where some kernels are
+# not deterministic unless asked to be (`torch.use_deterministic_algorithms`). So a recorded
+# run is replayable where it was made; everywhere else, a *re-run* is a new draw, which is
+# exactly why the next sections need more than one run.
+#
+# ## 2. Two kinds of noise
+#
+# A run's headline number is its **held-out change**: the unit-test score on the 115
+# held-out problems after training minus the same at step 0. Notebook 08 gives it a
+# standard error from the per-problem changes (eq. (8.4)):
+#
+# $$ \Delta_s = \bar y_T - \bar y_0, \qquad z_s = \frac{\Delta_s}{\mathrm{SE}_\text{eval}(\Delta_s)} \tag{12.1} $$
+#
+# That standard error answers: *with these trained weights, how much would the change move
+# with other held-out problems and other samples?* It cannot see training's own randomness:
+# another seed draws other prompts in another order and other completions, and trains other
+# weights. To see that, train the same setup with several seeds $s = 1 \dots n$ and look at
+# their spread:
+#
+# $$ \bar\Delta = \frac1n\sum_{s=1}^{n}\Delta_s, \qquad
+#    \mathrm{SE}_\text{seeds}(\bar\Delta) = \frac{\mathrm{sd}_s(\Delta_s)}{\sqrt n}, \qquad
+#    \mathrm{sd}_s^2 \approx \sigma^2_\text{train} + \mathrm{SE}^2_\text{eval} \tag{12.2} $$
+#
+# | symbol | meaning |
+# |---|---|
+# | $\Delta_s$ | seed $s$'s held-out change (step $T$ minus step 0) |
+# | $\mathrm{SE}_\text{eval}$ | its standard error over problems: `eval/unit_test_reward/delta_sem` |
+# | $\mathrm{sd}_s$ | the standard deviation of the $\Delta_s$ over seeds (ddof = 1) |
+# | $\sigma^2_\text{train}$ | the part of the spread that comes from training, not from the evaluation |
+#
+# Each seed's change holds the evaluation's noise *and* training's, so the spread over
+# seeds is the honest yardstick for a claim about training ("this setting learns more"),
+# and $z_s$ from one run is only the yardstick for "this run's weights score differently
+# from the base model's". The course's recorded runs, grouped by what differs only in the
+# seed (`grpo_core.seeds`, which refuses runs that differ in anything else):
+
+# %%
+from grpo_core.run_files import list_runs
+from grpo_core.seeds import group_by_setup, held_out_key, seed_group
+
+print(inspect.getsource(seed_group))
+
+# %%
+summaries = []
+for group in group_by_setup(list_runs()):
+    if held_out_key(group[0]) is None:
+        continue
+    try:
+        summaries.append(seed_group(group))
+    except ValueError as error:  # a run recorded before held-out evaluations had delta_sem
+        print(f"left out: {error}")
+rows = []
+for summary in summaries:
+    several = len(summary.seeds) > 1
+    rows.append({"runs": ", ".join(summary.runs), "seeds": len(summary.seeds),
+                 "each seed: change (z)": "; ".join(
+                     f"{c.change:+.3f} ({c.z:+.1f})" for c in summary.changes),
+                 "mean ± SE over seeds": f"{summary.mean_change:+.3f} ± {summary.seed_sem:.3f}"
+                 if several else "one seed",
+                 "sd over seeds": round(summary.seed_sd, 3) if several else None,
+                 "mean SE_eval": round(summary.mean_delta_sem, 3)})
+pd.set_option("display.max_colwidth", None)
+display(pd.DataFrame(rows).set_index("runs"))
+
+# %% [markdown]
+# Read the last two columns side by side: where a setup has several seeds, the spread over
+# seeds against the standard error one run reports for itself. Each dot below is one seed's
+# change with its own ±2 $\mathrm{SE}_\text{eval}$ bar; the grey band is the mean ±2
+# standard errors over seeds:
+
+# %%
+multi = [s for s in summaries if len(s.seeds) > 1] or summaries
+fig = Figure(figsize=(9, 3.4), dpi=DPI, layout="constrained")
+axis = fig.subplots()
+for x, summary in enumerate(multi):
+    changes = [c.change for c in summary.changes]
+    bars = [2 * c.delta_sem for c in summary.changes]
+    offsets = [x + 0.12 * (i - (len(changes) - 1) / 2) for i in range(len(changes))]
+    axis.errorbar(offsets, changes, yerr=bars, fmt="o", color="C0", capsize=3,
+                  label="one seed, ±2 SE_eval" if x == 0 else None)
+    if len(changes) > 1:
+        centre, half = summary.mean_change, 2 * summary.seed_sem
+        axis.fill_between([x - 0.3, x + 0.3], centre - half, centre + half, color="0.85",
+                          label="mean ±2 SE over seeds" if x == 0 else None)
+        axis.hlines(centre, x - 0.3, x + 0.3, color="0.4")
+axis.axhline(0, color="0.6", lw=0.8)
+axis.set_xticks(range(len(multi)), ["\n".join(s.runs) for s in multi], fontsize=7)
+axis.set_ylabel("held-out change (step T - step 0)")
+axis.set_title("the same setup, several seeds: how far apart are they?")
+axis.legend(fontsize=8)
+display(Image(figure_png(fig)))
+
+# %% [markdown]
+# ## 3. How many held-out problems?
+#
+# The evaluation's standard error falls as one over the square root of the number of
+# problems $N$: to halve it, four times the problems. Take one run's per-problem scores at its
+# last evaluation, keep only $n$ of the 115 problems at random (many times over), and watch
+# how much the mean moves between subsets:
+#
+# $$ \mathrm{SE}(n) \approx \frac{\mathrm{sd}_i(y_i)}{\sqrt n}\sqrt{\frac{N - n}{N - 1}} \tag{12.3} $$
+#
+# (the second factor: drawing $n$ of a fixed $N$ without replacement; at $n = N$ every subset
+# is the whole set, and the spread is 0. The first factor alone is the standard error of a
+# fresh set of $n$ problems.)
+
+# %%
+from grpo_core.run_files import load_run
+from grpo_core.stats import standard_error, subsampled_standard_errors
+
+lead = next((s for s in summaries if len(s.seeds) > 1), summaries[0] if summaries else None)
+held = load_run(lead.runs[0]).samples(split="held_out") if lead is not None else None
+if held is not None and len(held.steps) >= 2:
+    end = held.problem_means("unit_test_reward", held.steps[-1])
+    start = held.problem_means("unit_test_reward", held.steps[0])
+    scores, changes = list(end.values()), [end[p] - start[p] for p in end]
+    n_all = len(scores)
+    sizes = [n for n in (10, 20, 40, 80) if n < n_all] + [n_all]
+    measured = {name: subsampled_standard_errors(values, sizes, draws=400, seed=0)
+                for name, values in (("score", scores), ("change", changes))}
+    table = pd.DataFrame({
+        "problems n": sizes,
+        "score: SE by subsampling": [round(measured["score"][n], 4) for n in sizes],
+        "score: sd / sqrt(n)": [round(standard_error(scores) * math.sqrt(n_all / n), 4)
+                                for n in sizes],
+        "change: SE by subsampling": [round(measured["change"][n], 4) for n in sizes],
+        "change: sd / sqrt(n)": [round(standard_error(changes) * math.sqrt(n_all / n), 4)
+                                 for n in sizes]}).set_index("problems n")
+    print(f"{lead.runs[0]}, held-out step {held.steps[-1]} (scores) and its change from "
+          f"step {held.steps[0]}, {n_all} problems:")
+    display(table)
+    target = 0.01
+    needed = math.ceil((standard_error(changes) * math.sqrt(n_all) / target) ** 2)
+    print(f"for a standard error of {target} on the change, about {needed} problems "
+          f"(this set has {n_all})")
+else:
+    print("no recorded run with held-out samples at two steps")
+
+# %% [markdown]
+# The subsampled spread follows (12.3), and the paired change's standard error sits below
+# the score's at every $n$: a problem's difficulty cancels in its own change. More
+# problems buy evaluation precision slowly, and only evaluation precision: no number of
+# held-out problems removes the spread between seeds of section 2.
+#
+# ## 4. pass@1 against pass@k
+#
+# Each held-out problem has several samples. pass@k is the chance that at least one of $k$
+# samples passes every test. From $n$ samples of which $c$ passed, the unbiased estimate
+# (Chen et al. 2021, "Evaluating Large Language Models Trained on Code") is
+#
+# $$ \text{pass@}k = 1 - \binom{n - c}{k} \Big/ \binom{n}{k} \tag{12.4} $$
+#
+# averaged over problems, with a standard error over problems as for any score. pass@1 is
+# the share of samples that pass; pass@n is the share of problems with at least one pass.
+# The two answer different questions about training: **pass@1 rising** while pass@n stays
+# means the model now produces, more reliably, solutions it could already find sometimes
+# (*sharpening*); **pass@n rising** means it solves problems on which none of its samples
+# did before. The held-out evaluator logs both (`eval/unit_test_reward/pass@1`, `pass@3`);
+# runs recorded before that are read from their kept samples (a sample passes when its
+# unit-test reward is 1.0):
+
+# %%
+from grpo_core.stats import mean, pass_at_k, paired_difference
+
+print(inspect.getsource(pass_at_k))
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("by hand: 3 samples, 1 passed:",
+      {k: round(pass_at_k(3, 1, k), 4) for k in (1, 2, 3)})
+
+# %%
+pass_rows = []
+for summary in summaries:
+    for name in summary.runs:
+        samples = load_run(name).samples(split="held_out")
+        if len(samples.steps) < 2:
+            continue
+        first_step, last_step = samples.steps[0], samples.steps[-1]
+        kept = samples.select(step=first_step)
+        n = len(kept) // len({row["prompt_id"] for row in kept})  # samples kept per problem
+        row = {"run": name, "samples per problem": n}
+        for k in sorted({1, n}):
+            before = samples.problem_pass_at_k("unit_test_reward", first_step, k)
+            after = samples.problem_pass_at_k("unit_test_reward", last_step, k)
+            moved = paired_difference(after, before)
+            row[f"pass@{k}: step {first_step} -> {last_step}"] = (
+                f"{mean(before.values()):.3f} -> {mean(after.values()):.3f}")
+            row[f"pass@{k} change (z)"] = (f"{moved.mean:+.3f} ± {moved.sem:.3f} "
+                                          f"({moved.z:+.1f})" if moved.z is not None else
+                                          f"{moved.mean:+.3f}")
+        pass_rows.append(row)
+if pass_rows:
+    display(pd.DataFrame(pass_rows).set_index("run"))
+else:
+    print("no recorded run kept its held-out samples at two steps")
+
+# %% [markdown]
+# Compare the two change columns of each run, in units of their standard errors. With only
+# three samples per problem pass@3 is a coarse measure (a problem counts as solved after one
+# lucky sample), so read a rise in pass@1 that pass@3 does not match as sharpening, and a
+# rise in pass@3 as new problems within reach; notebook 08 reads the same table for the k
+# sweep.
+#
+# ## 5. The smallest change this setup can detect
+#
+# Before comparing two settings, ask what difference the comparison *could* see. With $n$
+# runs of each setting, the difference of their mean changes has standard error
+# $\mathrm{sd}_s\sqrt{2/n}$; to find a true difference $\delta$ with probability 80 % at a
+# two-sided 5 % level it must reach
+#
+# $$ \delta_\text{min} = \big(z_{1-\alpha/2m} + z_{0.8}\big)\,\mathrm{sd}_s\,\sqrt{2/n} \tag{12.5} $$
+#
+# with $m$ comparisons made at once (Bonferroni, as in notebook 08). `sd_s` is measured in
+# section 2 from the setup with the most seeds.
+
+# %%
+from grpo_core.stats import minimum_detectable_change
+
+print(inspect.getsource(minimum_detectable_change))
+
+# %%
+spread = next((s for s in sorted(summaries, key=lambda s: -len(s.seeds)) if len(s.seeds) > 1),
+              None)
+if spread is not None:
+    sd = spread.seed_sd
+    print(f"sd over seeds, from {len(spread.seeds)} seeds of {spread.runs[0]}: {sd:.3f} "
+          f"(one run's own SE_eval: {spread.mean_delta_sem:.3f})")
+    detectable = pd.DataFrame({
+        f"{n} run(s) per setting": {
+            "one comparison": round(minimum_detectable_change(sd, n), 3),
+            "three settings, 3 comparisons": round(minimum_detectable_change(
+                sd, n, comparisons=3), 3)}
+        for n in (1, 2, 4)})
+    display(detectable)
+    naive = minimum_detectable_change(spread.mean_delta_sem / math.sqrt(2), 1)
+    print(f"what one run's paired z would suggest instead (its SE_eval only): {naive:.3f}")
+else:
+    print("no setup has two seeds yet: record more seeds (tools/record_runs.py)")
+
+# %% [markdown]
+# With one run per setting, only a difference of about the first row's size can be told
+# from noise; four seeds halve it. The last line is the trap: a paired z between two single
+# runs divides by the evaluation's standard error alone and looks far more sensitive than
+# the comparison is, because it leaves out the seed. Notebook 08's k sweep is exactly such a
+# comparison; its table now reads the across-seed means.
+#
+# ## 6. A checklist for any RL result
+#
+# 1. **What is the unit?** A standard error over samples of one problem is not one over
+#    problems; a score over problems is not a claim about training. Which noise does the
+#    error bar hold: the evaluation's, the seeds', or both?
+# 2. **Same seed, same numbers?** If the run cannot be replayed where it was made, something
+#    outside the seed is random (threads, a non-deterministic kernel, data order).
+# 3. **How many seeds?** One run per setting supports "this run moved", not "this setting
+#    is better". State each seed's result, and the mean ± its standard error over seeds.
+# 4. **Held-out, paired, from step 0?** A change measured on problems the run trained on, or
+#    against a baseline evaluated differently, mixes learning with memory and with the
+#    evaluation's own noise.
+# 5. **How many comparisons?** Six pairwise comparisons need |z| ≥ 2.64 each, not 2; the
+#    largest of many gaps is the one most likely to be noise.
+# 6. **pass@1 or pass@k?** A higher pass@1 with the same pass@k is sharpening, not new
+#    ability.
+# 7. **What could it have detected?** Put the claimed difference beside the smallest
+#    detectable one (12.5). A "no difference" from a comparison that could not see less
+#    than 0.1 says little about a 0.03 effect.
+# 8. **Does the curve agree with the samples?** Read what the model wrote at the step the
+#    number moved (notebook 11's explorer): a reward can move for reasons the task did not.
+#
+# ## What this notebook showed
+#
+# - The same seed replays a run bit for bit on one CPU; a re-run elsewhere is a new draw.
+# - One run's z measures the evaluation's noise; the spread over seeds is what a claim about
+#   training must beat, and more held-out problems do not shrink it.
+# - pass@1 and pass@k tell sharpening from new solutions; the smallest detectable change
+#   says what a comparison could have seen.
+#
+# This is the course's last notebook: back to the [start page](START_HERE.ipynb), or run any
+# experiment with more seeds (`tools/record_runs.py`, `make reproduce RUN=...`).
+#
+# When you are done here, shut this notebook's kernel down (*Kernel → Shut Down Kernel*): it
+# holds the model in memory.
