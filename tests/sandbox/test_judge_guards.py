@@ -233,13 +233,15 @@ def test_ordered_dict_checks_its_keys_not_its_pairs():
 
 def test_methods_get_their_keyword_arguments_and_join_its_exact_bound():
     """A safe method receives the keywords the test passes; ``join`` is allowed up to
-    ``_MAX_JOIN_CHARS`` characters inclusive, and with no argument joins nothing."""
+    ``_MAX_JOIN_CHARS`` characters inclusive, and called wrongly fails as ``str.join`` does."""
     assert guarded_method("a,b,c", "split")(",", maxsplit=1) == ["a", "b,c"]
     assert guarded_method("a b", "split")(sep=None) == ["a", "b"]
     limit = judge._MAX_JOIN_CHARS
     assert len(guarded_method("", "join")(["x" * 1000] * (limit // 1000))) == limit
     assert len(guarded_method("-", "join")(["x" * 999] * (limit // 1000))) == limit - 1
-    assert guarded_method(", ", "join")() == ""
+    for args, kwargs in (((), {}), ((["a"], ["b"]), {}), ((), {"iterable": ["a"]})):
+        with pytest.raises(TypeError):
+            guarded_method(", ", "join")(*args, **kwargs)
 
 
 # --- the decoder's budget -----------------------------------------------------------------------

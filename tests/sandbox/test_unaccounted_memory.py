@@ -233,3 +233,20 @@ def test_a_pipe_grows_to_the_kernels_user_limit_and_no_further(linux):
     largest = int(Path("/proc/sys/fs/pipe-max-size").read_text())
     assert attack(f"assert pipe_growth({largest}) == [{largest}, 'EPERM']")
     assert attack(f"assert pipes_filled() <= {OPEN_FILES_LIMIT // 2 * largest}")
+
+
+OOM_PROBE = ("def adj():\n    try:\n        with open('/proc/self/oom_score_adj') as f:\n"
+             "            return f.read().strip()\n    except OSError:\n        return 'no /proc'\n")
+
+
+def test_the_out_of_memory_killer_takes_a_completion_before_the_trainer(isolation):
+    """What a completion keeps outside its RSS does not count towards its badness, so the
+    sandbox's processes ask to be killed first (``oom_score_adj`` 1000, inherited from the
+    zygote, or set by the portable child); the trainer keeps its own setting."""
+    result = run_tests(OOM_PROBE, ["assert adj() == '1000'", "assert adj() == 'no /proc'"])
+    assert result.verdicts in ((True, False), (False, True)), result
+    trainer = Path("/proc/self/oom_score_adj")
+    if trainer.exists():
+        assert trainer.read_text().strip() != "1000"
+    if result.verdicts[1]:
+        pytest.skip("this tier gives the completion no /proc to read its setting from")
