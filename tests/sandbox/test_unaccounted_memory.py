@@ -58,8 +58,8 @@ def one_memfd():
     found.append(max(os.fstat(fd).st_size, os.fstat(other).st_size))
     return found
 
-def open_memfds():
-    """How many memfds of 1 MiB it holds open at once."""
+def _hold_memfds():
+    """Open memfds of 1 MiB until the next one is refused; their descriptors."""
     held = []
     while True:
         try:
@@ -69,6 +69,11 @@ def open_memfds():
         if fd is None:
             break
         held.append(fd)
+    return held
+
+def open_memfds():
+    """How many memfds of 1 MiB it holds open at once."""
+    held = _hold_memfds()
     for fd in held:
         os.close(fd)
     return len(held)
@@ -139,16 +144,7 @@ def all_at_once():
             break
         finally:
             os.close(fd)
-    held = 0
-    while True:
-        try:
-            fd = _memfd()
-        except OSError:
-            break
-        if fd is None:
-            break
-        held += 1
-    return mapped + flying + held
+    return mapped + flying + len(_hold_memfds())
 
 def pipe_growth(largest):
     """A pipe grown to the kernel's largest size for users, then to twice that."""
