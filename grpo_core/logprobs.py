@@ -207,11 +207,11 @@ def shared_prompt_logits(
     last = torch.tensor([prompt_width - 1], device=input_ids.device)  # see scored_positions
     first = model(input_ids=distinct[:, :prompt_width], attention_mask=distinct[:, prompt_width:],
                   logits_to_keep=last, use_cache=True)
-    first_logits = first.logits[copy_of]  # [B, 1, V]
+    first_logits = first.logits.index_select(0, copy_of)  # [B, 1, V]
     if completion_width == 1:
         return first_logits
     cache = first.cache
-    cache.batch_select_indices(copy_of)
+    _copy_rows(cache, copy_of)
     rest = model(input_ids=input_ids[:, prompt_width:-1], attention_mask=attention_mask[:, :-1],
                  cache=cache, use_cache=True).logits  # [B, C - 1, V]
     return torch.cat([first_logits, rest], dim=1)
@@ -321,6 +321,18 @@ def _blocks(shape: torch.Size, chunk_size: int):
     for row in range(rows):
         for start in range(0, width, chunk_size):
             yield row, start, min(start + chunk_size, width)
+
+
+def _copy_rows(cache: Any, rows: Tensor) -> None:
+    """Make row ``i`` of every layer's keys and values the old row ``rows[i]``, in place.
+
+    ``index_select``, not indexing (which HF's ``batch_select_indices`` uses): the backward of
+    ``tensor[rows]`` accumulates repeated rows in an order torch's CPU kernel does not fix, so
+    two runs with one seed would train slightly different weights; ``index_select``'s
+    backward adds them in order."""
+    for layer in cache.layers:
+        layer.keys = layer.keys.index_select(0, rows)
+        layer.values = layer.values.index_select(0, rows)
 
 
 def _recomputes_activations(model: Any) -> bool:

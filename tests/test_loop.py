@@ -625,7 +625,8 @@ def test_the_log_prob_passes_use_the_configured_attention_and_restore_it(tiny_po
         batch = make_rollout(run, 1)
         seen.clear()
         losses[kernel] = update(run, batch)["loss"]
-        assert seen == ["sdpa" if kernel is None else "eager"]  # one micro-batch, one pass
+        # one micro-batch: the groups' shared prompt pass, then the completions on its cache
+        assert seen == ["sdpa" if kernel is None else "eager"] * 2
         assert model.config._attn_implementation == "sdpa"  # and back for sampling
     assert losses["eager"] == pytest.approx(losses[None], abs=1e-6)
 
