@@ -19,6 +19,7 @@ from grpo_core.advantages import group_advantages
 from grpo_core.logprobs import completion_mask, token_logprobs
 from grpo_core.loop import TrainConfig, checkpoint_step, train
 from grpo_core.loss import LOSS_TYPES, grpo_loss
+from grpo_core.packed import packing_available
 
 PROMPTS = ["Say hello.", "Name a colour.", "Describe the sea."]
 GROUP = 4
@@ -510,6 +511,81 @@ def test_a_resumed_run_samples_from_the_checkpoints_weights(new_tiny_policy, tmp
         assert torch.equal(copied, weight.detach().to(torch.bfloat16))
 
 
+@pytest.mark.skipif(not packing_available(), reason="this torch cannot pack weights")
+def test_a_packed_sampling_copy_samples_what_the_policy_would_and_follows_every_update(
+        new_tiny_policy):
+    from grpo_core.loop import _start, make_rollout, update
+    from grpo_core.packed import PackedLinear
+
+    model, tokenizer = new_tiny_policy(layers=2)
+    plain, _ = new_tiny_policy(layers=2)
+    settings = config(sampling_dtype="float32", sampling_packed=True)
+    run = _start(model, tokenizer, PROMPTS, [by_position], settings, None)
+    assert any(isinstance(m, PackedLinear) for m in run.sampler.modules())
+    assert not any(isinstance(m, PackedLinear) for m in run.model.modules())  # policy untouched
+    ids = tokenizer(["abc de", "fg hij"], return_tensors="pt").input_ids
+
+    def logits(m):
+        with torch.no_grad():
+            return m(ids).logits
+
+    before = logits(run.sampler)
+    batch = make_rollout(run, 1)
+    plain_run = _start(plain, tokenizer, PROMPTS, [by_position], config(), None)
+    # the same seed draws the same completions from the packed copy as from the policy
+    assert torch.equal(batch.rollout.completion_ids, make_rollout(plain_run, 1).rollout.completion_ids)
+    update(run, batch)
+    torch.testing.assert_close(logits(run.sampler), logits(run.model), atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(logits(run.sampler), before, atol=1e-4)  # the update reached it
+    run.release_sampler()
+    assert all(m.released for m in run.sampler.modules() if isinstance(m, PackedLinear))
+    run.refresh_sampler()
+    torch.testing.assert_close(logits(run.sampler), logits(run.model), atol=1e-5, rtol=1e-5)
+
+
+def test_sharing_the_prompt_pass_leaves_the_update_as_it_was(new_tiny_policy):
+    """Two runs from the same weights and seed, one with the prompt pass shared by each
+    group's rows (the default) and one without: the same loss, and weights equal to float
+    rounding after two updates."""
+    results = {}
+    for share in (True, False):
+        model, tokenizer = new_tiny_policy(layers=2)
+        result = train(model, tokenizer, PROMPTS, by_position,
+                       config(max_steps=2, share_prompt_pass=share), progress=False)
+        results[share] = (result.metrics, [p.detach().clone() for p in model.parameters()])
+    (shared_metrics, shared), (full_metrics, full) = results[True], results[False]
+    for got, want in zip(shared_metrics, full_metrics, strict=True):
+        assert got["loss"] == pytest.approx(want["loss"], abs=1e-6)
+    initial = [p.detach() for p in new_tiny_policy(layers=2)[0].parameters()]
+    assert any(not torch.allclose(a, b) for a, b in zip(shared, initial, strict=True))  # it learned
+    for got, want in zip(shared, full, strict=True):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.skipif(not packing_available(), reason="this torch cannot pack weights")
+def test_a_resumed_run_packs_the_checkpoints_weights(new_tiny_policy, tmp_path):
+    from grpo_core.checkpoints import restore_checkpoint
+    from grpo_core.loop import _start
+
+    settings = {"sampling_dtype": "float32", "sampling_packed": True, "max_steps": 2,
+                "save_checkpoint": True}
+    model, tokenizer = new_tiny_policy()
+    train(model, tokenizer, PROMPTS, by_position, config(**settings), tmp_path, progress=False)
+    fresh, _ = new_tiny_policy()
+    run = _start(fresh, tokenizer, PROMPTS, [by_position], config(**settings), None)
+    restore_checkpoint(tmp_path, run.model, run.optimizer)
+    run.refresh_sampler()  # not released since it was packed: the trained weights must reach it
+    ids = tokenizer(["abc de"], return_tensors="pt").input_ids
+    with torch.no_grad():
+        torch.testing.assert_close(run.sampler(ids).logits, model(ids).logits, atol=1e-5,
+                                   rtol=1e-5)
+
+
+def test_packing_needs_a_sampling_copy():
+    with pytest.raises(ValueError, match="sampling_packed packs the sampling copy"):
+        config(sampling_packed=True).validate()
+
+
 def test_the_bf16_autocast_loss_matches_float32_on_a_fixed_batch(smoke_policy):
     """The course's CPU precision changes the numbers by rounding only. On one fixed batch of
     the real model: token log-probs within 0.05 nats on average (bfloat16 keeps 8 bits of
@@ -568,7 +644,8 @@ def test_the_log_prob_passes_use_the_configured_attention_and_restore_it(tiny_po
         batch = make_rollout(run, 1)
         seen.clear()
         losses[kernel] = update(run, batch)["loss"]
-        assert seen == ["sdpa" if kernel is None else "eager"]  # one micro-batch, one pass
+        # one micro-batch: the groups' shared prompt pass, then the completions on its cache
+        assert seen == ["sdpa" if kernel is None else "eager"] * 2
         assert model.config._attn_implementation == "sdpa"  # and back for sampling
     assert losses["eager"] == pytest.approx(losses[None], abs=1e-6)
 
