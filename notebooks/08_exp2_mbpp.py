@@ -356,6 +356,68 @@ else:
 # *model's* ability, not the lecture's.
 
 # %% [markdown]
+# ### Interlude: the statistics of a held-out score, by hand
+#
+# Section 4 compares runs by their held-out scores, with standard errors and z. Four ideas
+# carry it; here they are on a table small enough to check by hand: five held-out problems,
+# two samples each, scored before and after training (1 = every assert passed).
+#
+# 1. **The unit is the problem.** Two samples of one problem share its difficulty, so they
+#    are not two independent measurements. Average each problem's samples first, then take the
+#    spread of those problem means: the **standard error** of the score is
+#    $\mathrm{sd}_i(y_i)/\sqrt N$ over the $N$ problems.
+# 2. **The change is paired.** Both scores are taken on the same problems, and a hard problem
+#    stays hard: subtract problem by problem, $d_i = y_i^	ext{after} - y_i^	ext{before}$, and
+#    take the standard error of the $d_i$. The difficulty cancels inside each $d_i$, so this is
+#    smaller than the two scores' standard errors combined.
+# 3. **z** is the change in units of its standard error. With no real change, |z| ≥ 2 happens
+#    about 5 % of the time (two-sided): a single |z| ≥ 2 is unlikely to be chance alone.
+# 4. **Several comparisons need a stricter bar.** Look at six differences at once and the
+#    chance that *some* |z| reaches 2 by luck alone is far above 5 %. Bonferroni's fix: test each
+#    at 5 % / 6, which puts the bar at |z| ≥ 2.64.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+from grpo_core.stats import bonferroni_z, paired_difference, problem_means, standard_error
+
+before = {"p1": [0, 0], "p2": [1, 0], "p3": [0, 0], "p4": [1, 1], "p5": [0, 0]}
+after = {"p1": [1, 0], "p2": [1, 1], "p3": [0, 0], "p4": [1, 1], "p5": [1, 0]}
+means_before, means_after = problem_means(before), problem_means(after)
+print("problem means before:", means_before)
+print("problem means after: ", means_after)
+se_before = standard_error(list(means_before.values()))
+se_after = standard_error(list(means_after.values()))
+as_if_independent = standard_error([v for values in after.values() for v in values])
+print(f"score after {sum(means_after.values()) / 5:.2f} ± {se_after:.3f} over problems "
+      f"(treating the 10 samples as independent would say ± {as_if_independent:.3f})")
+change = paired_difference(means_after, means_before)
+unpaired = (se_before**2 + se_after**2) ** 0.5
+print(f"change {change.mean:+.2f} ± {change.sem:.3f} paired (the two errors combined: "
+      f"± {unpaired:.3f}), z = {change.z:+.2f}")
+print(f"the bar for one comparison: |z| >= {bonferroni_z(1):.2f}; "
+      f"for six at once: |z| >= {bonferroni_z(6):.2f}")
+
+# %% [markdown]
+# By hand: the problem means after training are 0.5, 1, 0, 1, 0.5 (mean 0.6); their
+# deviations from 0.6 are −0.1, 0.4, −0.6, 0.4, −0.1, whose squares sum to 0.7, so
+# $\mathrm{sd} = \sqrt{0.7/4} pprox 0.418$ and the standard error is $0.418/\sqrt5 pprox
+# 0.187$. The changes $d_i$ are 0.5, 0.5, 0, 0, 0.5 (mean 0.3, sd ≈ 0.274, standard error ≈
+# 0.122): smaller than the two errors combined (0.274), because p3 and p4 changed by nothing. Five problems
+# are far too few for a verdict (z ≈ 2.4 here would not pass a bar of 2.64 among six
+# comparisons); section 4 has 115.
+#
+# How often does chance alone pass the bar? Six comparisons in which nothing differs,
+# simulated many times: how often at least one |z| reaches 1.96, and how often 2.64:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+generator = torch.Generator().manual_seed(0)
+null_z = torch.randn(100_000, 6, generator=generator)  # six z's with no real difference
+for bar in (bonferroni_z(1), bonferroni_z(6)):
+    false_alarm = (null_z.abs() >= bar).any(dim=1).float().mean().item()
+    print(f"|z| >= {bar:.2f} somewhere among 6: {false_alarm:.1%} of the time")
+
+# %% [markdown]
 # ## 4. Group size: k = 2, 8 and 16 at the same cost per step
 #
 # The lecture trained three versions that differ only in `num_generations`. To compare them
