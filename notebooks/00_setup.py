@@ -243,3 +243,18 @@ check("00.prompt_tokens", my_prompt_tokens, tokenizer=tokenizer, prompt=prompt)
 my_rollout = ...  # your answer here
 
 check("00.group_of_four", my_rollout)
+
+# %% [markdown]
+# ## What this notebook showed
+#
+# - A profile (`cpu`, `smoke`, `gpu`) changes the model and the numbers, never which functions
+#   run.
+# - The precision plan says what this machine trains in and why; every plan keeps float32 master
+#   weights.
+# - One completion sampled with the course's own decoding loop, and the mask that ends it at its
+#   first end-of-sequence token.
+#
+# **Next:** [01 · From imitation to reward: what changes is the signal](01_from_imitation_to_reward.ipynb).
+#
+# When you are done here, shut this notebook's kernel down (*Kernel → Shut Down Kernel*):
+# it holds the model in memory (the start page lists each notebook's peak).

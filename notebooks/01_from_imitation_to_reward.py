@@ -396,3 +396,16 @@ import math
 my_loss = ...  # your answer here
 
 check("01.sft_loss_by_hand", my_loss)
+
+# %% [markdown]
+# ## What this notebook showed
+#
+# - SFT, distillation and RL differ in their signal: a demonstrated token, a teacher's
+#   distribution, one number per completion.
+# - On the real model, each signal's loss and gradient come from the same log-probabilities.
+# - A result signal (win or lose) lets a learner improve past anyone it could imitate.
+#
+# **Next:** [02 · Policy, rollout, reward: one GRPO round, line by line](02_policy_rollout_reward.ipynb).
+#
+# When you are done here, shut this notebook's kernel down (*Kernel → Shut Down Kernel*):
+# it holds the model in memory (the start page lists each notebook's peak).

@@ -661,3 +661,18 @@ def my_dloss_ds(advantages, k):
 
 
 check("02.dloss_dseq_logp", my_dloss_ds)
+
+# %% [markdown]
+# ## What this notebook showed
+#
+# - The policy is a distribution over completions; a rollout samples a group of them for one
+#   prompt.
+# - One GRPO round, line by line: reward, advantages, log-probabilities, loss, one optimizer
+#   step.
+# - After the step, completions that beat their group's mean became more likely and the others
+#   less.
+#
+# **Next:** [03 · The group is the baseline](03_group_baseline.ipynb).
+#
+# When you are done here, shut this notebook's kernel down (*Kernel → Shut Down Kernel*):
+# it holds the model in memory (the start page lists each notebook's peak).

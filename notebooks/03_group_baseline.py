@@ -518,3 +518,17 @@ def my_group_advantages(rewards, group_size):
 
 
 check("03.group_advantages", my_group_advantages)
+
+# %% [markdown]
+# ## What this notebook showed
+#
+# - The group's mean and spread turn rewards into advantages; a group of equal rewards has every
+#   advantage 0.
+# - Advantage 0 gives a zero gradient, yet weight decay, AdamW's momentum and a KL term can
+#   still move the weights.
+# - The group replaces PPO's critic: no value model to train or to hold in memory.
+#
+# **Next:** [04 · Two guardrails, two time scales: the clip and the KL penalty](04_guardrails.ipynb).
+#
+# When you are done here, shut this notebook's kernel down (*Kernel → Shut Down Kernel*):
+# it holds the model in memory (the start page lists each notebook's peak).

@@ -618,3 +618,18 @@ def my_clipped_surrogate(token_logps, old_token_logps, advantages, epsilon):
 
 
 check("04.clipped_surrogate", my_clipped_surrogate)
+
+# %% [markdown]
+# ## What this notebook showed
+#
+# - Reusing a rollout moves the ratio away from 1; the clip removes the gradient of tokens past
+#   its band.
+# - The clip does not hold a ratio inside the band, and does nothing over many batches: that is
+#   the KL penalty's job.
+# - On this machine's CPU, generation and the update cost about the same; reuse pays where
+#   generation dominates.
+#
+# **Next:** [05 · The reward is a testable contract](05_reward_contract.ipynb).
+#
+# When you are done here, shut this notebook's kernel down (*Kernel → Shut Down Kernel*):
+# it holds the model in memory (the start page lists each notebook's peak).

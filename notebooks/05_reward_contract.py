@@ -316,3 +316,16 @@ def my_accuracy_reward(completions, answer, **kwargs):
 
 
 check("05.accuracy_reward", my_accuracy_reward)
+
+# %% [markdown]
+# ## What this notebook showed
+#
+# - A reward is a function with a contract: format and accuracy checks, tested like any code.
+# - A verifier sees only the output: a guessed answer scores like a reasoned one.
+# - Code is scored by unit tests run in a sandbox, and a reward that never varies teaches
+#   nothing.
+#
+# **Next:** [06 · Fixed preferences or fresh samples](06_fixed_or_fresh.ipynb).
+#
+# When you are done here, shut this notebook's kernel down (*Kernel → Shut Down Kernel*)
+# before opening the next: every open kernel keeps its memory.

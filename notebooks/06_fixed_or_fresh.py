@@ -440,3 +440,17 @@ def my_dpo_loss(chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_log
 
 
 check("06.dpo_loss", my_dpo_loss)
+
+# %% [markdown]
+# ## What this notebook showed
+#
+# - DPO learns from pairs collected once; GRPO samples fresh completions from the current policy
+#   every step.
+# - Fixed pairs stop saying anything once the policy writes past them; fresh samples score
+#   whatever the policy writes now.
+# - DPO widens each pair's margin, which is all its loss asks; how it does so is not controlled.
+#
+# **Next:** [07 · Experiment 1: reward a length of 20 characters](07_exp1_length.ipynb).
+#
+# When you are done here, shut this notebook's kernel down (*Kernel → Shut Down Kernel*):
+# it holds the model in memory (the start page lists each notebook's peak).

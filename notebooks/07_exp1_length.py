@@ -411,3 +411,18 @@ def inverted_length_reward(completions, **kwargs):
 
 
 check("07.inverted_reward", inverted_length_reward)
+
+# %% [markdown]
+# ## What this notebook showed
+#
+# - Experiment 1: GRPO moves the completion length to 20 characters, and the samples show what
+#   the reward did not ask for.
+# - With the reward's sign flipped, the optimizer follows the number, whichever way is cheaper
+#   from where the policy is.
+# - β trades reward against distance from the reference: the recorded runs put the KL and the
+#   reward side by side.
+#
+# **Next:** [08 · Experiment 2: unit-test rewards, the signal check, and the group size k](08_exp2_mbpp.ipynb).
+#
+# When you are done here, shut this notebook's kernel down (*Kernel → Shut Down Kernel*):
+# it holds the model in memory (the start page lists each notebook's peak).

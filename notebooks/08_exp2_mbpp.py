@@ -764,3 +764,17 @@ my_most_groups = ...  # your answer here
 my_most_completions = ...  # your answer here
 
 check("08.mixed_per_step", (mixed_per_step, my_most_groups, my_most_completions))
+
+# %% [markdown]
+# ## What this notebook showed
+#
+# - Check for signal before training: the share of groups with zero spread, predicted by p^k +
+#   (1 - p)^k.
+# - Unit-test rewards raise the score on held-out problems the model never trained on, with a
+#   standard error over problems.
+# - Comparing group sizes needs several seeds and a stricter bar for several comparisons.
+#
+# **Next:** [09 · Experiment 3: the reward can be gamed](09_exp3_reward_hacking.ipynb).
+#
+# When you are done here, shut this notebook's kernel down (*Kernel → Shut Down Kernel*):
+# it holds the model in memory (the start page lists each notebook's peak).

@@ -699,3 +699,18 @@ def my_hacking_rule(records):
 
 
 check("09.hacking_rule", my_hacking_rule)
+
+# %% [markdown]
+# ## What this notebook showed
+#
+# - A proxy reward that never runs the code is gamed: the proxy rises while the held-out unit-
+#   test score does not.
+# - GRPO can only reinforce what the base model already samples, so measure how often it games
+#   the proxy before training.
+# - Scoring with the tests themselves closes the hole; only a held-out true score shows it
+#   opening.
+#
+# **Next:** [10 · The same loop in TRL, and the path past one machine](10_trl.ipynb).
+#
+# When you are done here, shut this notebook's kernel down (*Kernel → Shut Down Kernel*):
+# it holds the model in memory (the start page lists each notebook's peak).

@@ -576,3 +576,17 @@ def my_grpo_aggregation(per_token_loss, mask):
 
 
 check("10.grpo_aggregation", my_grpo_aggregation)
+
+# %% [markdown]
+# ## What this notebook showed
+#
+# - TRL's GRPOTrainer runs the same loop: the same reward function, the same plot, and the same
+#   loss on a fixed batch.
+# - Its defaults differ from the GRPO paper's in a few places, each written out here.
+# - Past one machine: accelerate, vLLM for generation, DeepSpeed or FSDP, and a script for
+#   Hugging Face Jobs.
+#
+# **Next:** [11 · Reading the run](11_reading_the_run.ipynb).
+#
+# When you are done here, shut this notebook's kernel down (*Kernel → Shut Down Kernel*):
+# it holds the model in memory (the start page lists each notebook's peak).

@@ -654,3 +654,17 @@ def my_no_signal_rule(records):
 
 
 check("11.no_signal_rule", my_no_signal_rule)
+
+# %% [markdown]
+# ## What this notebook showed
+#
+# - The loss says nothing in GRPO; reward, KL, length, entropy and the zero-spread share tell
+#   what happened.
+# - `diagnose` flags six symptoms with their evidence, each shown on a real recorded run with
+#   the run that fixes it.
+# - The run explorer shows what the model wrote at each step, beside the curves.
+#
+# **Next:** [12 · The noise floor: is this difference real?](12_noise_floor.ipynb).
+#
+# When you are done here, shut this notebook's kernel down (*Kernel → Shut Down Kernel*)
+# before opening the next: every open kernel keeps its memory.
