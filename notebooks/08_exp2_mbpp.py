@@ -691,7 +691,229 @@ if lead is not None and lead.has_samples:
 #   ($p^2 + (1-p)^2 = 0.5$).
 
 # %% [markdown]
-# ## 5. Train it yourself (a short live demo)
+# ### The same comparison over seeds
+#
+# The table above compares one run of each k, and the two seeds of k = 8 show how far one
+# run's seed can move its result. Each setting was recorded with several seeds
+# (`tools/record_runs.py`: the same command with `--seed 1`, `2`, ...), and
+# `grpo_core.seeds` groups the runs that differ in nothing but the seed (it refuses runs that
+# differ in more). Per k: each seed's held-out change with its z, and the mean change with
+# its standard error **over seeds** (notebook 12 explains why this, not a single run's z, is
+# the yardstick for "k = 8 learns more than k = 2"):
+
+# %%
+from grpo_core.seeds import group_by_setup, seed_group
+from grpo_core.stats import z_score
+
+plain_runs = [path for path in list_runs()
+              if path.name.startswith("exp2-k") and "dynamic" not in path.name]
+by_k = {}
+for group in group_by_setup(plain_runs):
+    by_k[group[0].config["train"]["group_size"]] = seed_group(group)
+seed_rows = []
+for k, summary in sorted(by_k.items()):
+    several = len(summary.seeds) > 1
+    seed_rows.append({"k": k, "seeds": len(summary.seeds),
+                      "each seed: change (z)": "; ".join(
+                          f"{c.change:+.3f} ({c.z:+.1f})" for c in summary.changes),
+                      "mean ± SE over seeds": f"{summary.mean_change:+.3f} ± "
+                                              f"{summary.seed_sem:.3f}" if several else "one seed"})
+if seed_rows:
+    display(pd.DataFrame(seed_rows).set_index("k"))
+ks = [k for k, summary in sorted(by_k.items()) if len(summary.seeds) > 1]
+k_pairs = [(a, b) for i, a in enumerate(ks) for b in ks[i + 1:]]
+if k_pairs:
+    bar = bonferroni_z(len(k_pairs))
+    for a, b in k_pairs:
+        gap = by_k[a].mean_change - by_k[b].mean_change
+        error = (by_k[a].seed_sem ** 2 + by_k[b].seed_sem ** 2) ** 0.5
+        z = z_score(gap, error)
+        verdict = "beyond" if z is not None and abs(z) >= bar else "within"
+        print(f"k = {a} - k = {b}: {gap:+.3f} ± {error:.3f} over seeds "
+              f"(z {z:+.1f}: {verdict} the bar |z| >= {bar:.2f} for {len(k_pairs)} comparisons)")
+else:
+    print("fewer than two group sizes have two seeds: no comparison over seeds yet")
+
+# %% [markdown]
+# ### pass@1 against pass@k: sharpening or new solutions?
+#
+# Each held-out problem has 3 samples, so besides the mean score (the share of asserts
+# passed) the evaluation gives **pass@1**, the chance that one sample passes every assert, and
+# **pass@3**, the chance that at least one of three does (Chen et al. 2021's unbiased
+# estimator, `grpo_core.stats.pass_at_k`; notebook 12, eq. (12.4)). If training raised
+# pass@1 but not pass@3, it made the model produce more reliably what it could already
+# produce sometimes (*sharpening*); a rise in pass@3 means problems on which none of its
+# samples passed before now have one that does. Per run, from step 0 to the last evaluation
+# (from the kept samples; newer runs also log `eval/unit_test_reward/pass@1` and `pass@3`):
+
+# %%
+pass_rows = []
+for k, summary in sorted(by_k.items()):
+    for name in summary.runs:
+        held = load_run(name).samples(split="held_out")
+        if len(held.steps) < 2:
+            continue
+        first_step, last_step = held.steps[0], held.steps[-1]
+        row = {"run": name, "k": k}
+        for n_pass in (1, 3):
+            before = held.problem_pass_at_k("unit_test_reward", first_step, n_pass)
+            after = held.problem_pass_at_k("unit_test_reward", last_step, n_pass)
+            moved = paired_difference(after, before)
+            row[f"pass@{n_pass}: step 0 -> {last_step}"] = (
+                f"{sum(before.values()) / len(before):.3f} -> "
+                f"{sum(after.values()) / len(after):.3f}")
+            row[f"pass@{n_pass} change (z)"] = f"{moved.mean:+.3f} ({moved.z:+.1f})"
+        pass_rows.append(row)
+if pass_rows:
+    display(pd.DataFrame(pass_rows).set_index("run"))
+
+# %% [markdown]
+# ## 5. Refill the groups that gave no signal: dynamic sampling
+#
+# At k = 2 about half the groups of a step had zero spread (the table of section 4): half of
+# every step's sampling and update taught nothing. DAPO's **dynamic sampling** (Yu et al.
+# 2025) keeps sampling until the batch is full of groups with signal. The course's version,
+# `TrainConfig.dynamic_sampling` (`--dynamic-sampling`), samples the step's flat groups again,
+# round after round, until every group has signal or a cap on extra completions is reached
+# (`max_refill_generations`, by default one more batch); a group with signal is never sampled
+# again. If a prompt's samples pass with probability $p$, a group of $k$ has signal with
+# probability $1 - p^k - (1-p)^k$ (one minus eq. (8.2)), so the number of groups drawn until
+# one has signal is geometric:
+#
+# $$ \mathbb{E}[	ext{groups drawn per group with signal}] = rac{1}{1 - p^k - (1-p)^k} 	ag{8.6}$$
+#
+# | symbol | meaning |
+# |---|---|
+# | $p$ | the chance that one sample of the prompt passes (pass/fail rewards) |
+# | $k$ | the group size |
+#
+# At $p = 0.5$ and $k = 2$ that is 2 groups, twice the sampling; at $p = 0.05$, about 10.
+# A prompt that is out of reach ($p = 0$) never gives signal: the cap is what stops the
+# spending. The code, in `grpo_core.dynamic_sampling`:
+
+# %%
+from grpo_core.dynamic_sampling import expected_groups_until_signal, sample_with_refills
+
+print(inspect.getsource(expected_groups_until_signal))
+print(inspect.getsource(sample_with_refills))
+
+# %% [markdown]
+# By hand first, on the fake policy of section 2: for each of its problems, draw groups of 2
+# until one has signal (at most 9 draws, like a cap), and compare the average number of draws
+# with (8.6) at each problem's own $p$:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+generator = torch.Generator().manual_seed(0)
+rows = []
+for p_i in (0.05, 0.2, 0.5, 0.8):
+    draws = []
+    for _ in range(4000):
+        draw = 1
+        while draw < 9:
+            group = torch.rand(2, generator=generator) < p_i
+            if group.any() and not group.all():  # mixed: this group has signal
+                break
+            draw += 1
+        draws.append(draw)
+    rows.append({"p": p_i, "formula (8.6)": round(expected_groups_until_signal(p_i, 2), 2),
+                 "simulated, cap 9": round(sum(draws) / len(draws), 2)})
+print(pd.DataFrame(rows).to_string(index=False))
+
+# %% [markdown]
+# (The cap cuts the long tail at $p = 0.05$: the simulation stops at 9 draws where the
+# formula's geometric count goes on.) The recorded runs: k = 2 with dynamic sampling, its
+# default cap (16 extra completions per step), evaluated every 10 steps, beside plain k = 2.
+# Per step: the completions sampled, how many flat groups were sampled again and how many of
+# them came back with signal, and the zero-spread share before the refills and in the batch
+# trained on:
+
+# %%
+from grpo_core.run_files import training_records
+
+
+def step_mean(records: list, key: str) -> float:
+    """The mean of ``key`` over a run's training steps."""
+    values = [record[key] for record in training_records(records)]
+    return sum(values) / len(values)
+
+
+dynamic_runs = [load_run(path) for path in list_runs() if path.name.startswith("exp2-k2-dynamic")]
+for run in dynamic_runs:
+    groups = run.config["train"]["prompts_per_step"]
+    before, after = (step_mean(run.records, f"sampling/zero_std_{when}")
+                     for when in ("before", "after"))
+    again = step_mean(run.records, "sampling/refill_groups")
+    print(f"{run.name}: {step_mean(run.records, 'sampling/generations'):.1f} completions "
+          f"sampled per step (plain: {groups * 2}), {again:.1f} groups sampled again, "
+          f"{step_mean(run.records, 'sampling/groups_refilled'):.1f} of them with signal; "
+          f"zero-spread share {before:.2f} before the refills, {after:.2f} after")
+    measured = (groups + again) / (groups * (1 - after))
+    print(f"  groups drawn per group with signal: {measured:.2f} measured, {1 / (1 - before):.2f} "
+          f"if every redraw had the first round's chance of signal")
+if not dynamic_runs:
+    print("no dynamic-sampling run recorded yet (tools/record_runs.py)")
+
+# %% [markdown]
+# The measured count is larger than the naive one wherever the flat groups are the hard (or
+# trivially easy) prompts: their redraws come back flat again far more often than a fresh
+# prompt would. That is the limit of sampling the *same* prompts again; DAPO draws new
+# prompts instead.
+#
+# Is it worth it? A dynamic step samples more, so compare at **equal completions sampled**,
+# not at equal steps: the held-out score against the completions each run had sampled by
+# then, with ±2 standard-error bars:
+
+# %%
+from matplotlib.figure import Figure
+
+from grpo_core.plots import DPI
+
+
+def sampled_by_step(run) -> dict[int, int]:
+    """``{step: completions sampled up to and including it}``: ``sampling/generations`` where
+    the run logged it (dynamic sampling), else the batch size of every step."""
+    batch = run.config["train"]["group_size"] * run.config["train"]["prompts_per_step"]
+    sampled, total = {0: 0}, 0
+    for record in training_records(run.records):
+        total += int(record.get("sampling/generations", batch))
+        sampled[record["step"]] = total
+    return sampled
+
+
+def held_out_by_sampling(run) -> list[tuple[int, float, float]]:
+    """``(completions sampled, held-out score, its sem)`` at each evaluation."""
+    sampled = sampled_by_step(run)
+    steps, values = series(run.records, HELD_OUT)
+    _, errors = series(run.records, f"{HELD_OUT}/sem")
+    return [(sampled[s], v, e) for s, v, e in zip(steps, values, errors, strict=True)]
+
+
+compared = [("plain", load_run(name)) for name in by_k[2].runs] if 2 in by_k else []
+compared += [("dynamic", run) for run in dynamic_runs]
+fig = Figure(figsize=(7.5, 3.4), dpi=DPI, layout="constrained")
+axis = fig.subplots()
+for kind, run in compared:
+    points = held_out_by_sampling(run)
+    axis.errorbar([x for x, _, _ in points], [y for _, y, _ in points],
+                  yerr=[2 * e for _, _, e in points], capsize=3, alpha=0.85,
+                  fmt="o-" if kind == "dynamic" else "s--",
+                  color="C1" if kind == "dynamic" else "C0", label=f"{kind}: {run.name}")
+axis.set(xlabel="completions sampled so far", ylabel="held-out unit-test reward",
+         title="k = 2: plain against dynamic sampling, at equal sampling")
+axis.legend(fontsize=7)
+display(Image(figure_png(fig)))
+plain_budget = min((sampled_by_step(run)[max(sampled_by_step(run))] for kind, run in compared
+                    if kind == "plain"), default=None)
+for kind, run in compared:
+    within = [point for point in held_out_by_sampling(run) if point[0] <= (plain_budget or 0)]
+    if within:
+        done, score, error = within[-1]
+        print(f"{kind:8} {run.name}: {score:.3f} ± {error:.3f} after {done} completions "
+              f"(the last evaluation within plain k = 2's {plain_budget})")
+
+# %% [markdown]
+# ## 6. Train it yourself (a short live demo)
 #
 # A few steps of experiment 2 with this profile's sizes (`cpu`: 2 steps of 2 prompts x 8
 # completions; `smoke`: 1 step of 1 x 4; `gpu`: the profile's full run), with the live plot
