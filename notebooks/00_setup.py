@@ -16,11 +16,11 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/00_setup.ipynb)
 #
-# **Needs:** a laptop CPU (offline after `make lab`) or a Colab GPU. **Takes:** `cpu` profile
-# 12 s to build on the course's 2-core CPU machine, otherwise idle (the first run on a CPU also
-# converts the offline model once, about 40 s more; on a GPU the first run downloads
-# Qwen3-0.6B, 1.5 GB); the `smoke` profile (seconds per cell) and all the other timings are in
-# the README's timing table. Not yet measured on a GPU.
+# **Needs:** a laptop CPU (offline after `make lab`) or a Colab GPU. **Takes:** the shortest
+# notebook (the first run on a CPU also converts the offline model once; on a GPU the first
+# run downloads Qwen3-0.6B, 1.5 GB). The start page lists its measured time and peak memory
+# (`cpu` profile, with the machine it was measured on); `smoke` runs every cell in seconds.
+# Not yet measured on a GPU.
 #
 # Every notebook in this course runs the same code in one of three **profiles**; a profile
 # changes the model and the numbers (group size, completion length, steps), never which

@@ -16,10 +16,10 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/01_from_imitation_to_reward.ipynb)
 #
-# **Needs:** a laptop CPU (offline after `make lab`) or a Colab GPU. **Takes:** `cpu` profile
-# 14 s to build on the course's 2-core CPU machine, otherwise idle; the `smoke` profile
-# (seconds per cell) and all the other timings are in the README's timing table. Not yet
-# measured on a GPU.
+# **Needs:** a laptop CPU (offline after `make lab`) or a Colab GPU. **Takes:** a short
+# notebook: a few forward passes, no training. The start page lists its measured time and peak
+# memory (`cpu` profile, with the machine it was measured on); `smoke` runs every cell in
+# seconds. Not yet measured on a GPU.
 #
 # Lecture parts: "Where we are in the series", "What changes today: the signal", the chess
 # player.

@@ -17,10 +17,10 @@
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/03_group_baseline.ipynb)
 #
 # **Needs:** a laptop CPU (about 3 GB of free memory: the model, its gradients and AdamW's two
-# moments) or a Colab GPU. **Takes:** `cpu` profile 44 s to build on the course's 2-core CPU
-# machine, otherwise idle. Sections 1-2 (toy groups and the widget) run in seconds; the `smoke`
-# profile (seconds per cell) and all the other timings are in the README's timing table. Not
-# yet measured on a GPU.
+# moments) or a Colab GPU. **Takes:** sections 1-2 (toy groups and the widget) run in seconds;
+# section 3 and 4 run a few updates. The start page lists its measured time and peak memory
+# (`cpu` profile, with the machine it was measured on); `smoke` runs every cell in seconds.
+# Not yet measured on a GPU.
 #
 # Lecture parts: "The group is the baseline", "The reward must create variation",
 # "What GRPO drops: the critic".

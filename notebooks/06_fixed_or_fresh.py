@@ -16,10 +16,10 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/06_fixed_or_fresh.ipynb)
 #
-# **Needs:** a laptop CPU (about 3 GB of free memory) or a Colab GPU. **Takes:** `cpu` profile
-# 3.0 min to build on the course's 2-core CPU machine, otherwise idle; the `smoke` profile
-# (seconds per cell) and all the other timings are in the README's timing table. Not yet
-# measured on a GPU.
+# **Needs:** a laptop CPU (about 3 GB of free memory) or a Colab GPU. **Takes:** a few minutes
+# in `cpu`: a small DPO run and a small GRPO run. The start page lists its measured time and
+# peak memory (`cpu` profile, with the machine it was measured on); `smoke` runs every cell in
+# seconds. Not yet measured on a GPU.
 #
 # Lecture part: "Fixed preferences or fresh samples".
 #

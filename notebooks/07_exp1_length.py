@@ -16,12 +16,11 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/07_exp1_length.ipynb)
 #
-# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** `cpu` profile 6.7 min to build
-# on the course's 2-core CPU machine, otherwise idle (30 training steps of experiment 1 with
-# live plots). Do not want to wait? The section "A run recorded earlier", near the end, shows
-# the curves of a finished `cpu` run without training anything; the `smoke` profile (seconds
-# per cell) and all the other timings are in the README's timing table. Not yet measured on a
-# GPU.
+# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** the longest of the first half:
+# 30 training steps of experiment 1 with live plots. Do not want to wait? The section "A run
+# recorded earlier", near the end, shows the curves of a finished `cpu` run without training
+# anything. The start page lists its measured time and peak memory (`cpu` profile, with the
+# machine it was measured on); `smoke` runs every cell in seconds. Not yet measured on a GPU.
 #
 # The lecture's smallest GRPO example: before any real task, reward the completion for being
 # **close to 20 characters long**. Nothing in the reward says *what* to write, only how long

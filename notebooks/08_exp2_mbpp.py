@@ -16,11 +16,11 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/08_exp2_mbpp.ipynb)
 #
-# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** `cpu` profile 3.7 min to build
-# on a 2-core CPU machine, otherwise idle. Sections 1-2 (the reward, toy groups, the
-# fake policy) run in seconds, and section 4 shows recorded runs of the k sweep without
-# training anything; the `smoke` profile (seconds per cell) and all the other timings are in
-# the README's timing table. Not yet measured on a GPU.
+# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** sections 1-2 (the reward, toy
+# groups, the fake policy) run in seconds; section 3 samples from the model; sections 4-5 read
+# recorded runs instead of training for an hour. The start page lists its measured time and
+# peak memory (`cpu` profile, with the machine it was measured on); `smoke` runs every cell in
+# seconds. Not yet measured on a GPU.
 #
 # Lecture part: "GRPO for coding example (exp 2)", "Does the task give signal?", "Three
 # different versions". The model writes a Python function; we run the problem's asserts in the
@@ -367,7 +367,7 @@ else:
 #    spread of those problem means: the **standard error** of the score is
 #    $\mathrm{sd}_i(y_i)/\sqrt N$ over the $N$ problems.
 # 2. **The change is paired.** Both scores are taken on the same problems, and a hard problem
-#    stays hard: subtract problem by problem, $d_i = y_i^	ext{after} - y_i^	ext{before}$, and
+#    stays hard: subtract problem by problem, $d_i = y_i^\text{after} - y_i^\text{before}$, and
 #    take the standard error of the $d_i$. The difficulty cancels inside each $d_i$, so this is
 #    smaller than the two scores' standard errors combined.
 # 3. **z** is the change in units of its standard error. With no real change, |z| ≥ 2 happens
@@ -400,7 +400,7 @@ print(f"the bar for one comparison: |z| >= {bonferroni_z(1):.2f}; "
 # %% [markdown]
 # By hand: the problem means after training are 0.5, 1, 0, 1, 0.5 (mean 0.6); their
 # deviations from 0.6 are −0.1, 0.4, −0.6, 0.4, −0.1, whose squares sum to 0.7, so
-# $\mathrm{sd} = \sqrt{0.7/4} pprox 0.418$ and the standard error is $0.418/\sqrt5 pprox
+# $\mathrm{sd} = \sqrt{0.7/4} \approx 0.418$ and the standard error is $0.418/\sqrt5 \approx
 # 0.187$. The changes $d_i$ are 0.5, 0.5, 0, 0, 0.5 (mean 0.3, sd ≈ 0.274, standard error ≈
 # 0.122): smaller than the two errors combined (0.274), because p3 and p4 changed by nothing. Five problems
 # are far too few for a verdict (z ≈ 2.4 here would not pass a bar of 2.64 among six
@@ -780,7 +780,7 @@ if pass_rows:
 # probability $1 - p^k - (1-p)^k$ (one minus eq. (8.2)), so the number of groups drawn until
 # one has signal is geometric:
 #
-# $$ \mathbb{E}[	ext{groups drawn per group with signal}] = rac{1}{1 - p^k - (1-p)^k} 	ag{8.6}$$
+# $$ \mathbb{E}[\text{groups drawn per group with signal}] = \frac{1}{1 - p^k - (1-p)^k} \tag{8.6}$$
 #
 # | symbol | meaning |
 # |---|---|

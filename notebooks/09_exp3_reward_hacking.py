@@ -16,10 +16,11 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/09_exp3_reward_hacking.ipynb)
 #
-# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** `cpu` profile 12.9 min to build
-# on the course's 2-core CPU machine, otherwise idle. Section 4 reads a recorded `cpu` run
-# instead of training that long; the `smoke` profile (seconds per cell) and all the other
-# timings are in the README's timing table. Not yet measured on a GPU.
+# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** the longest notebook: it scores
+# the base model's samples and trains a few steps; section 4 reads recorded `cpu` runs instead
+# of training for half an hour. The start page lists its measured time and peak memory (`cpu`
+# profile, with the machine it was measured on); `smoke` runs every cell in seconds. Not yet
+# measured on a GPU.
 #
 # The lecture's failed example: *"Reward hacking → the model maximizes the reward ≠ solving the
 # task. Reward 📈 (training), real quality 📉 (test)."* GRPO optimizes exactly the number you

@@ -16,9 +16,10 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/10_trl.ipynb)
 #
-# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** `cpu` profile 3.1 min to build
-# on the course's 2-core CPU machine, otherwise idle; the `smoke` profile (seconds per cell)
-# and all the other timings are in the README's timing table. Not yet measured on a GPU.
+# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** a few minutes in `cpu`: a short
+# `GRPOTrainer` run and one fixed batch through both loops. The start page lists its measured
+# time and peak memory (`cpu` profile, with the machine it was measured on); `smoke` runs
+# every cell in seconds. Not yet measured on a GPU.
 #
 # Nine notebooks built GRPO from scratch. Hugging Face's TRL library packs the same loop into
 # two objects, `GRPOConfig` and `GRPOTrainer`; the lecture shows it in five lines:

@@ -17,9 +17,9 @@
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/11_reading_the_run.ipynb)
 #
 # **Needs:** a laptop CPU; no model, no GPU: it reads the runs recorded in `data/runs/`.
-# **Takes:** `cpu` profile 24 s to build on the course's 2-core CPU machine, otherwise idle (no
-# model is loaded); the `smoke` profile (seconds per cell) and all the other timings are in the
-# README's timing table. Not yet measured on a GPU.
+# **Takes:** under a minute: no model is loaded. The start page lists its measured time and
+# peak memory (`cpu` profile, with the machine it was measured on); `smoke` runs every cell in
+# seconds. Not yet measured on a GPU.
 #
 # Lecture parts: "Reading the run" and the recap: *"Read the curves: reward, KL, and
 # completion length reveal hacking, collapse, and length gaming."*
