@@ -359,8 +359,10 @@ if ends:
 # and the cursor moves along every curve while the groups of that step appear below, each
 # completion green when it beat its group's mean (A > 0, pushed up), red when it fell short
 # (A < 0, pushed down), grey at the mean (a group of equal rewards: no signal). `diagnose`'s
-# findings that involve that step are listed above them. A run recorded before samples were
-# kept still shows its curves, and says so.
+# findings that involve that step are listed above them. Where a run logged several reward
+# functions, each completion shows every one beside the total: the explorer opens on the
+# hacking run of section 3, where the proxy pays 1 for a completion whose unit tests fail.
+# A run recorded before samples were kept still shows its curves, and says so.
 
 # %%
 from grpo_core.widgets import run_explorer, step_view, step_view_html
@@ -371,7 +373,9 @@ def first_with_samples(names):
     return next((n for n in names if recorded(n) is not None and recorded(n).has_samples), None)
 
 
-explore = first_with_samples([e.run for e in GALLERY] + [p.name for p in list_runs()])
+# the hacking run first: its completions show the proxy's reward beside the unit tests' verdict
+explore = first_with_samples([gallery_entry("hacking").run] + [e.run for e in GALLERY]
+                             + [p.name for p in list_runs()])
 print(f"starting at {explore}; every recorded run is in the dropdown")
 run_explorer(explore) if explore else print("no recorded run has samples.jsonl yet")
 
