@@ -9,11 +9,10 @@ import pytest
 
 from grpo_core.stats import (
     bonferroni_z,
-    minimum_detectable_change,
-    subsampled_standard_errors,
     format_number,
     format_span,
     mean,
+    minimum_detectable_change,
     paired_difference,
     pass_at_k,
     problem_means,
@@ -21,6 +20,7 @@ from grpo_core.stats import (
     ranks,
     spearman,
     standard_error,
+    subsampled_standard_errors,
     trend,
     z_score,
 )
