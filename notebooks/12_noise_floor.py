@@ -250,14 +250,19 @@ if held is not None and len(held.steps) >= 2:
     sizes = [n for n in (10, 20, 40, 80) if n < n_all] + [n_all]
     measured = {name: subsampled_standard_errors(values, sizes, draws=400, seed=0)
                 for name, values in (("score", scores), ("change", changes))}
+    def formula(values: list, n: int) -> float:
+        """(12.3): sd / sqrt(n), times the finite-population factor for n of N."""
+        sd = standard_error(values) * math.sqrt(n_all)
+        return sd / math.sqrt(n) * math.sqrt((n_all - n) / (n_all - 1))
+
     table = pd.DataFrame({
         "problems n": sizes,
         "score: SE by subsampling": [round(measured["score"][n], 4) for n in sizes],
-        "score: sd / sqrt(n)": [round(standard_error(scores) * math.sqrt(n_all / n), 4)
-                                for n in sizes],
+        "score: (12.3)": [round(formula(scores, n), 4) for n in sizes],
+        "score: sd / sqrt(n), a fresh set": [round(standard_error(scores) * math.sqrt(n_all / n), 4)
+                                            for n in sizes],
         "change: SE by subsampling": [round(measured["change"][n], 4) for n in sizes],
-        "change: sd / sqrt(n)": [round(standard_error(changes) * math.sqrt(n_all / n), 4)
-                                 for n in sizes]}).set_index("problems n")
+        "change: (12.3)": [round(formula(changes, n), 4) for n in sizes]}).set_index("problems n")
     print(f"{lead.runs[0]}, held-out step {held.steps[-1]} (scores) and its change from "
           f"step {held.steps[0]}, {n_all} problems:")
     display(table)
@@ -269,8 +274,9 @@ else:
     print("no recorded run with held-out samples at two steps")
 
 # %% [markdown]
-# The subsampled spread follows (12.3), and the paired change's standard error sits below
-# the score's at every $n$: a problem's difficulty cancels in its own change. More
+# The subsampled spread follows (12.3), finite-population factor included; the column
+# without it is the standard error of a *fresh* set of $n$ problems, which is what a
+# held-out set of that size would give. More
 # problems buy evaluation precision slowly, and only evaluation precision: no number of
 # held-out problems removes the spread between seeds of section 2.
 #
@@ -311,14 +317,14 @@ for summary in summaries:
         first_step, last_step = samples.steps[0], samples.steps[-1]
         kept = samples.select(step=first_step)
         n = len(kept) // len({row["prompt_id"] for row in kept})  # samples kept per problem
-        row = {"run": name, "samples per problem": n}
-        for k in sorted({1, n}):
+        row = {"run": name, "n": n, "last step": last_step}
+        for k, label in ((1, "pass@1"), (n, "pass@n")):
             before = samples.problem_pass_at_k("unit_test_reward", first_step, k)
             after = samples.problem_pass_at_k("unit_test_reward", last_step, k)
             moved = paired_difference(after, before)
-            row[f"pass@{k}: step {first_step} -> {last_step}"] = (
+            row[f"{label}: step 0 -> last"] = (
                 f"{mean(before.values()):.3f} -> {mean(after.values()):.3f}")
-            row[f"pass@{k} change (z)"] = (f"{moved.mean:+.3f} ± {moved.sem:.3f} "
+            row[f"{label} change (z)"] = (f"{moved.mean:+.3f} ± {moved.sem:.3f} "
                                           f"({moved.z:+.1f})" if moved.z is not None else
                                           f"{moved.mean:+.3f}")
         pass_rows.append(row)

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .split import BINOP_NAME, GUARD_NAME, VALUES_NAME, SplitPlan
+from .split import BINOP_NAME, GUARD_NAME, METHOD_NAME, VALUES_NAME, SplitPlan
 
 MAX_DEPTH = 60  # the child refuses to encode deeper than 50
 # The parent's work per completion is bounded by what decoding costs, not by bytes (issue 32,
@@ -332,29 +332,158 @@ def guarded_binop(name: str, left: Any, right: Any) -> Any:
             if isinstance(seq, _SEQUENCES) and isinstance(count, int) \
                     and len(seq) * count > _MAX_REPEAT:
                 raise OverflowError("result too large to judge")
+            if isinstance(seq, (list, tuple)) and isinstance(count, int) and count > 1:
+                # repetition is how the judge's values come to share items: a thousand
+                # references to one big list weigh a thousand times (issue 32, class 1);
+                # a flat list (about two per item) is bounded by its length above
+                weigh(seq, limit=max(_MAX_WEIGHT // count, 2 * len(seq) + 1))
     return _BINOPS[name](left, right)
 
 
 _MAX_ROUND_DIGITS = 400  # round(x, n): 10 ** |n| is computed for an int x
+# What one guarded call may be given: a value and each item of it count one, 16 characters
+# of text or 64 bits of an integer one more (items shared by a repetition count each time:
+# ``sorted(f() * 1000)`` compares the same big list a thousand times). The decoder lets in at
+# most 100 000 values per completion; ten times that is far above any honest test.
+_MAX_WEIGHT = 1_000_000
+_MAX_INT_BITS = 1 << 16  # larger ints only come from the judge's own arithmetic
+_MAX_TEXT_INT_BITS = 15_000  # int <-> text is quadratic: Python's own limit is 4300 digits
+_MAX_TEXT_DIGITS = 5_000
+_MAX_MOD_POW_BITS = 4_096  # pow(b, e, m) costs bits(e) multiplications of bits(m)
+_MAX_JOIN_CHARS = 10_000_000
+_TEXT_CALLS = frozenset({"str", "repr", "int", "float", "complex"})
+_KEYED_CALLS = frozenset({"set", "frozenset", "dict", "collections.Counter",
+                          "collections.OrderedDict"})
+_PLAIN_TYPES = frozenset({bool, int, float, complex, str, bytes, bytearray, list, tuple, dict,
+                          set, frozenset, type(None), type({}.keys()), type({}.values()),
+                          type({}.items())})
+
+
+def weigh(values: Any, limit: int = _MAX_WEIGHT, int_bits: int = _MAX_INT_BITS) -> int:
+    """The weight of ``values`` (see ``_MAX_WEIGHT``), refusing more than ``limit`` or an
+    integer of more than ``int_bits`` bits (``OverflowError``). Linear, and it stops at the
+    limit, so weighing costs no more than the call it guards would. A lazy object that a
+    guarded call made (``zip``, ``enumerate``, ``reversed``) weighs one: its inputs were
+    weighed when it was made."""
+    stack, weight = [values], 0
+    while stack:
+        value = stack.pop()
+        weight += 1
+        kind = type(value)
+        if kind is int:
+            bits = value.bit_length()
+            if bits > int_bits:
+                raise OverflowError("an integer too large to judge")
+            weight += bits >> 6
+        elif kind in (str, bytes, bytearray):
+            weight += len(value) >> 4
+        elif kind in (list, tuple, set, frozenset):
+            weight += len(value)
+            if weight <= limit:
+                stack.extend(value)
+        elif kind is dict or isinstance(value, dict):
+            weight += 2 * len(value)
+            if weight <= limit:
+                stack.extend(value.keys())
+                stack.extend(value.values())
+        if weight > limit:
+            raise OverflowError("too much to judge")
+    return weight
+
+
+def spread_keys(keys: list[Any]) -> list[Any]:
+    """``keys``, after checking that no more than ``MAX_SAME_HASH`` *distinct* ones share a
+    hash, before the parent builds a set or dict of them (issue 32, class 1).
+
+    The child chooses the values: integers, floats and tuples of them hash alike in every
+    process (``k * (2**61 - 1)`` all hash to 0), so a list of 90 000 of them would make
+    ``set(f(x))`` quadratic while the parent holds the GIL. Equal keys (a list with
+    duplicates, the reason to call ``set``) are fine. Each key is compared with at most
+    ``MAX_SAME_HASH`` others, so the check is linear.
+    """
+    buckets: dict[int, list[Any]] = {}
+    for key in keys:
+        bucket = buckets.setdefault(hash(key), [])
+        if key not in bucket:  # identity first, then ==, against at most MAX_SAME_HASH keys
+            if len(bucket) >= MAX_SAME_HASH:
+                raise OverflowError("too many keys with one hash")
+            bucket.append(key)
+    return keys
 
 
 def guarded_call(name: str, function: Any) -> Any:
-    """``function`` (one of ``split.GUARDED_CALLS``, as the parent resolved it), refusing
-    arguments that would make the parent's work unbounded: ``round`` with more digits than
+    """``function`` (one of ``split.PARENT_CALLS``, as the parent resolved it), refusing
+    arguments that would make the parent's work unbounded: more than ``_MAX_WEIGHT`` in all,
+    integers too large to convert to text or to compute with, ``round`` with more digits than
     any float has, ``sum`` with a start that is not a number (``sum(lists, [])`` is
-    quadratic). The others cost at most linear time in values the decoder already bounded.
+    quadratic), ``pow`` whose result or modular work would be huge, and keys whose hashes
+    collide for the sets and dicts it builds (``spread_keys``). What is left costs at most
+    about linear (``n log n`` for ``sorted``) time in what it was given.
     """
     def call(*args: Any, **kwargs: Any) -> Any:
-        if name == "round":
-            digits = args[1] if len(args) > 1 else kwargs.get("ndigits")
-            if digits is not None and (type(digits) is not int
-                                       or abs(digits) > _MAX_ROUND_DIGITS):
-                raise OverflowError("result too large to judge")
-        if name == "sum":
-            start = args[1] if len(args) > 1 else kwargs.get("start", 0)
-            if type(start) not in (int, float, complex, bool):
-                raise OverflowError("the judge sums numbers only")
+        check_arguments(name, args, kwargs)
+        if name == "pow" and len(args) == 2 and not kwargs:
+            return guarded_binop("Pow", *args)
+        if name in _KEYED_CALLS and len(args) == 1:
+            args = (_keyed_argument(name, args[0]),)
         return function(*args, **kwargs)
+    return call
+
+
+def check_arguments(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Raise ``OverflowError`` if ``name(*args, **kwargs)`` could cost the parent more than
+    about linear time in a bounded input (see ``guarded_call``)."""
+    text = name in _TEXT_CALLS
+    weigh((args, kwargs), int_bits=_MAX_TEXT_INT_BITS if text else _MAX_INT_BITS)
+    if text and any(type(arg) in (str, bytes, bytearray) and len(arg) > _MAX_TEXT_DIGITS
+                    for arg in args):
+        raise OverflowError("text too long to convert")
+    if name == "round":
+        digits = args[1] if len(args) > 1 else kwargs.get("ndigits")
+        if digits is not None and (type(digits) is not int or abs(digits) > _MAX_ROUND_DIGITS):
+            raise OverflowError("result too large to judge")
+    if name == "sum":
+        start = args[1] if len(args) > 1 else kwargs.get("start", 0)
+        if type(start) not in (int, float, complex, bool):
+            raise OverflowError("the judge sums numbers only")
+    if name == "pow" and len(args) + len(kwargs) > 2 and any(  # pow(b, e, m)
+            type(arg) is int and arg.bit_length() > _MAX_MOD_POW_BITS
+            for arg in (*args, *kwargs.values())):
+        raise OverflowError("result too large to judge")
+
+
+def _keyed_argument(name: str, value: Any) -> Any:
+    """The argument of a set or dict constructor, its keys checked by ``spread_keys``: the
+    items of an iterable (``set``, ``Counter``), the first of each pair (``dict``)."""
+    if isinstance(value, dict):
+        return value  # its keys are in a dict already: the decoder or a guard checked them
+    items = list(value)
+    if name in ("dict", "collections.OrderedDict"):
+        pairs = [tuple(pair) for pair in items]
+        if any(len(pair) != 2 for pair in pairs):
+            raise ValueError("dict needs pairs")
+        spread_keys([key for key, _ in pairs])
+        return pairs
+    return spread_keys(items)
+
+
+def guarded_method(value: Any, name: str) -> Any:
+    """``value.<name>`` for one of ``split.SAFE_METHODS``, on plain data only (a decoded
+    value or the test's own constant), its arguments weighed like ``guarded_call``'s;
+    ``join`` is refused when its result would be huge."""
+    if type(value) not in _PLAIN_TYPES:
+        raise TypeError("the judge calls methods of plain data only")
+    method = getattr(value, name)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        weigh((value, args, kwargs))
+        if name == "join":
+            items = list(args[0]) if args else []
+            size = sum(len(item) for item in items if isinstance(item, (str, bytes)))
+            if size + len(value) * len(items) > _MAX_JOIN_CHARS:
+                raise OverflowError("result too large to judge")
+            return method(items)
+        return method(*args, **kwargs)
     return call
 
 
@@ -367,6 +496,7 @@ _BINOPS = {
 
 _JUDGE_GLOBALS: dict[str, Any] = {
     "__builtins__": builtins, BINOP_NAME: guarded_binop, GUARD_NAME: guarded_call,
+    METHOD_NAME: guarded_method,
     "math": math, "cmath": cmath,
     "sys": sys, "re": re, "string": string, "collections": collections,
     "itertools": itertools, "functools": functools, "operator": operator, "heapq": heapq,

@@ -1,19 +1,29 @@
 """Split each assert into what the candidate computes and what the parent judges.
 
-``assert set(similar(a, b)) == set((4, 5))`` becomes one *leaf*, ``set(similar(a, b))``, that
-the sandboxed child evaluates and sends back as plain data, and a *judge*,
-``__V[0] == set((4, 5))``, that the parent evaluates with its own trusted Python. The expected
-value ``set((4, 5))`` never leaves the parent, so no trick inside the child (reading the
-caller's frame, an always-equal object, a forged result record) can find or fake it.
+``assert set(similar(a, b)) == set((4, 5))`` becomes one *leaf*, ``similar(a, b)``, that the
+sandboxed child evaluates and sends back as plain data, and a *judge*,
+``__guard("set", set)(__V[0]) == set((4, 5))``, that the parent evaluates with its own trusted
+Python on the decoded value. Neither the wrapper nor the expected value ever leaves the parent,
+so no trick inside the child (rebinding ``set`` at run time, reading the caller's frame, an
+always-equal object, a forged result record) can find or fake them (issue 32, class 1).
 
-Which sub-expressions are the candidate's? Any that mentions a *candidate name*: a name the
-candidate's code (or the setup code) binds at module level, or a name the parent does not
-know (neither a builtin nor a trusted module such as ``math``). ``import math`` binds the real
-module and so does not count as rebinding ``math``. The parent looks *through* comparisons,
-``and``/``or``/``not``, arithmetic and a few pure calls (``abs``, ``isinstance``,
-``math.isclose``, ``math.fabs``), so that constants next to a candidate call, as in
-``abs(f(x) - 3.14) < 1e-6``, stay in the parent. Every other sub-expression that mentions a
-candidate name becomes a leaf, whole.
+Which names are the candidate's? A name the candidate's code (or the setup code, which runs
+in the child) binds at module level, statically: definitions, assignments, imports, also
+inside a top-level ``if``/``try``/``for``. ``import math`` binds the real module and so does
+not count as rebinding ``math``. A name that is neither the candidate's nor one the parent
+resolves itself (a builtin, a trusted module such as ``math``, a name the setup imports from
+one) fails the test for that candidate: it is never shipped.
+
+The child evaluates only *candidate calls*: a call whose callee is a candidate name, or an
+attribute or subscript of one (``f(x)``, ``obj.method(x)``, ``fs[0](x)``), with its
+arguments (the candidate's inputs: whatever the child computes there only feeds the
+candidate's own function), and bare candidate references (``Box.v``). Everything around them
+is the parent's: comparisons, ``and``/``or``/``not``, arithmetic (size-guarded), displays,
+subscripts and attributes of the decoded values, and calls of ``PARENT_CALLS`` (builtins and
+trusted-module functions) and ``SAFE_METHODS`` of plain values, all through
+``judge.guarded_call``, which bounds their work. A test that needs anything else on the
+candidate's values (``re.match(p, f(x))``, an f-string, ``f(x).replace(...)``) is failed for
+every candidate (``SplitTest.refused``), not shipped.
 
 A leaf must not compare anything itself: a test whose leaf would hold a comparison, a
 comprehension or a lambda (``all(f(i) == i * i for i in range(5))``) cannot be split without
@@ -36,22 +46,47 @@ from types import CodeType
 TRUSTED_MODULES = frozenset({"math", "cmath", "sys", "re", "string", "collections",
                              "itertools", "functools", "operator", "heapq"})
 TRUSTED_NAMES = frozenset(dir(builtins)) | TRUSTED_MODULES
-# calls the parent evaluates itself, on plain data, when an argument is the candidate's
-# (issue 32, class 1: a wrapper the child evaluated carried trusted code, and the expected
-# values in its arguments, into the child: ``round(add(2, 3) - 5, 6) == 0``). Those in
-# GUARDED_CALLS run through ``judge.guarded_call`` (bounded work); the first argument of the
-# iterating ones may arrive as a list when the candidate returns a generator or a view.
+# Trusted functions the parent calls itself on the candidate's (decoded) values, by the name
+# it resolves them to (a setup's ``from math import sqrt`` is ``math.sqrt``); every call goes
+# through ``judge.guarded_call``, which bounds its work (issue 32, class 1: a wrapper the
+# child evaluated carried trusted code, and the expected values in its arguments, into the
+# child: ``round(add(2, 3) - 5, 6) == 0``). Anything else on the candidate's values fails
+# the test: ``re`` could backtrack for ever on a chosen string, ``itertools`` and
+# ``math.factorial`` grow without bound, ``map`` would run test code the guard cannot see.
+PARENT_CALLS = frozenset({
+    "abs", "all", "any", "bin", "bool", "chr", "complex", "dict", "divmod", "enumerate",
+    "float", "frozenset", "hex", "int", "isinstance", "len", "list", "max", "min", "oct",
+    "ord", "pow", "repr", "reversed", "round", "set", "sorted", "str", "sum", "tuple", "type",
+    "zip", "collections.Counter", "collections.OrderedDict",
+    *(f"math.{name}" for name in (
+        "isclose", "fabs", "sqrt", "floor", "ceil", "trunc", "exp", "log", "log2", "log10",
+        "pow", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "hypot", "degrees",
+        "radians", "isfinite", "isinf", "isnan", "copysign", "fmod", "gcd", "isqrt", "fsum",
+        "dist", "modf", "frexp", "ldexp")),
+    *(f"cmath.{name}" for name in (
+        "isclose", "phase", "polar", "rect", "sqrt", "exp", "log", "log10", "isfinite",
+        "isinf", "isnan")),
+})
+# methods of plain values (str, bytes, list, tuple, dict, set...) the parent calls on the
+# candidate's values: none makes more than its inputs (``join`` is bounded by the guard);
+# ``replace``, ``center``, ``zfill``, ``format``... could, and are not here
+SAFE_METHODS = frozenset({
+    "count", "index", "find", "keys", "values", "items", "get", "copy", "lower", "upper",
+    "strip", "lstrip", "rstrip", "split", "startswith", "endswith", "isdigit", "isalpha",
+    "isalnum", "isupper", "islower", "isspace", "join"})
+# calls whose (first) argument the parent only iterates: the child may send a generator,
+# a map or a view as the list of its items
 ITERATING_CALLS = frozenset({"len", "sorted", "list", "tuple", "min", "max", "sum", "any",
-                             "all"})
-GUARDED_CALLS = ITERATING_CALLS | {"round"}
-TRANSPARENT_CALLS = frozenset({"abs", "isinstance", "math.isclose", "math.fabs"}) \
-    | GUARDED_CALLS
+                             "all", "set", "frozenset", "dict", "enumerate", "zip",
+                             "reversed", "collections.Counter", "collections.OrderedDict",
+                             "math.fsum", ".join"})
 # sub-expressions that would make the child judge (part of) the test itself
 _JUDGING_NODES = (ast.Compare, ast.BoolOp, ast.Lambda, ast.ListComp, ast.SetComp,
                   ast.DictComp, ast.GeneratorExp)
 
 VALUES_NAME = "__V"  # the judge reads leaf values from this list
-GUARD_NAME = "__guard"  # the judge calls GUARDED_CALLS through judge.guarded_call
+GUARD_NAME = "__guard"  # the judge calls PARENT_CALLS through judge.guarded_call
+METHOD_NAME = "__method"  # and SAFE_METHODS of plain values through judge.guarded_method
 # The parent parses model-written code to find its names; that code's own warnings (invalid
 # escape sequences...) are not the user's business. Parsed under this file name, they are
 # filtered by name, which (unlike warnings.catch_warnings) is safe across threads.
@@ -144,13 +179,30 @@ def split_for_candidate(test: str, candidate_names: frozenset[str],
                         aliases: tuple[tuple[str, str], ...] = ()) -> SplitTest:
     """``split_assert`` for one candidate, or a refused test (see ``plan_tests``)."""
     relevant = candidate_names & names_in_test(test)
-    reason = rebinding_problem(test, relevant, imported)
+    reason = rebinding_problem(test, relevant, imported) \
+        or unknown_names_problem(test, candidate_names, imported)
     if not reason:
         try:
             return split_assert(test, relevant, imported, aliases)
         except UnsplittableTestError as error:
             reason = f"its bindings make the test unsplittable ({error})"
     return SplitTest(test, (), _FAILED_JUDGE, reason)
+
+
+def unknown_names_problem(test: str, candidate_names: frozenset[str],
+                          imported: frozenset[str] = frozenset()) -> str:
+    """Why the test fails for a candidate that does not bind a name it reads, or ``""``.
+
+    A name the parent cannot resolve (not a builtin, a trusted module or a name the setup
+    imports from one) and the candidate's code does not bind is not shipped to the child to
+    be looked up there (issue 32, class 1: the child would have evaluated whatever expression
+    held it, trusted code and expected values included): the candidate fails that test.
+    """
+    unknown = free_names_in_test(test) - candidate_names - TRUSTED_NAMES - imported
+    if not unknown:
+        return ""
+    return f"it reads {', '.join(sorted(unknown))}, which neither the parent nor the " \
+           f"candidate binds"
 
 
 def rebinding_problem(test: str, relevant: frozenset[str],
@@ -247,16 +299,33 @@ def names_in_test(test: str) -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=8192)
+def free_names_in_test(test: str) -> frozenset[str]:
+    """The names a test reads that it does not bind itself (comprehension targets, lambda
+    arguments)."""
+    return names_in_test(test) - _locally_bound_names(_parse_assert(test))
+
+
+@functools.lru_cache(maxsize=8192)
 def split_assert(test: str, candidate_names: frozenset[str],
                  imported: frozenset[str] = frozenset(),
                  aliases: tuple[tuple[str, str], ...] = ()) -> SplitTest:
     """Split one assert. ``candidate_names``: names the candidate binds at module level;
     ``imported``: names the setup code imports from trusted modules (the parent's);
-    ``aliases``: what each of those is (``isclose`` -> ``math.isclose``)."""
+    ``aliases``: what each of those is (``isclose`` -> ``math.isclose``). A name that is
+    none of these nor a builtin or trusted module counts as the candidate's here (the
+    dataset's own check: whoever answers); ``split_for_candidate`` fails such a test first.
+
+    A test that needs the parent to evaluate something it will not on the candidate's
+    values comes back refused (``SplitTest.refused``); one that would make the child judge
+    raises ``UnsplittableTestError``.
+    """
     statement = _parse_assert(test)
-    splitter = _Splitter(candidate_names, _locally_bound_names(statement) | imported,
-                         dict(aliases))
-    body = splitter.visit(statement.test, truth_context=True)
+    trusted = (TRUSTED_NAMES | imported) - candidate_names
+    splitter = _Splitter(trusted, _locally_bound_names(statement), dict(aliases))
+    try:
+        body = splitter.visit(statement.test, truth_context=True)
+    except _NotEvaluated as error:
+        return SplitTest(test, (), _FAILED_JUDGE, str(error))
     expression = ast.fix_missing_locations(ast.Expression(body=body))
     with _AST_LOCK:
         judge = compile(expression, "<judge>", "eval", dont_inherit=True)
@@ -284,82 +353,155 @@ def _locally_bound_names(node: ast.AST) -> frozenset[str]:
     return frozenset(names)
 
 
-class _Splitter:
-    """Rewrites a test expression, collecting leaves in evaluation order."""
+class _NotEvaluated(Exception):
+    """The test needs the parent to evaluate something it will not on the candidate's values."""
 
-    def __init__(self, candidate_names: frozenset[str], local_names: frozenset[str],
+
+_LEAF_NODES = (ast.Attribute, ast.Subscript)  # steps from a candidate name to its part
+
+
+class _Splitter:
+    """Rewrites a test expression, collecting leaves in evaluation order.
+
+    A sub-expression that reads no candidate name is the test's own: the parent evaluates it
+    as written. Of the rest, only candidate calls and references become leaves; the parent
+    evaluates everything around them on their decoded values, through the judge's guards.
+    """
+
+    def __init__(self, trusted: frozenset[str], local_names: frozenset[str],
                  aliases: dict[str, str] | None = None):
-        self.candidate_names = candidate_names
+        self.trusted = trusted
         self.local_names = local_names
         self.aliases = aliases or {}
         self.leaves: list[Leaf] = []
 
+    def is_candidate_name(self, name: str) -> bool:
+        """Only the candidate's process can resolve it (a local of the test is the test's)."""
+        return name not in self.local_names and name not in self.trusted
+
     def is_candidates(self, node: ast.AST) -> bool:
         """Does ``node`` mention a name only the candidate's process can resolve?"""
-        for child in ast.walk(node):
-            if isinstance(child, ast.Name) and child.id not in self.local_names and (
-                    child.id in self.candidate_names or child.id not in TRUSTED_NAMES):
-                return True
-        return False
+        return any(isinstance(child, ast.Name) and self.is_candidate_name(child.id)
+                   for child in ast.walk(node))
+
+    def is_candidate_part(self, node: ast.expr) -> bool:
+        """A candidate call (``f(x)``, ``obj.m(x)``, ``fs[0](x)``: its callee a candidate name
+        or an attribute or subscript of one) or reference (``Box.v``): the child's."""
+        target = node.func if isinstance(node, ast.Call) else node
+        while isinstance(target, _LEAF_NODES):
+            target = target.value
+        return isinstance(target, ast.Name) and self.is_candidate_name(target.id)
 
     def visit(self, node: ast.expr, truth_context: bool = False,
               iterable: bool = False) -> ast.expr:
-        """``node`` with each of the candidate's sub-expressions replaced by ``__V[k]``."""
+        """``node`` with each of the candidate's parts replaced by ``__V[k]``."""
         if not self.is_candidates(node):
             return node  # trusted test code: the parent evaluates it as written
+        if self.is_candidate_part(node):
+            return self._make_leaf(node, truth_context, iterable)
+        if isinstance(node, ast.Call):
+            return self._visit_call(node)
         if isinstance(node, ast.Compare):
             node.left = self.visit(node.left)
             node.comparators = [self.visit(item) for item in node.comparators]
-            return node
-        if isinstance(node, ast.BoolOp):
+        elif isinstance(node, ast.BoolOp):
             node.values = [self.visit(item, truth_context) for item in node.values]
-            return node
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            node.operand = self.visit(node.operand, truth_context=True)
-            return node
-        if isinstance(node, ast.BinOp):
+        elif isinstance(node, ast.UnaryOp):
+            node.operand = self.visit(node.operand, isinstance(node.op, ast.Not))
+        elif isinstance(node, ast.BinOp):
             operands = [self.visit(node.left), self.visit(node.right)]
             name = ast.Constant(type(node.op).__name__)
             return ast.Call(ast.Name(BINOP_NAME, ast.Load()), [name, *operands], [])
-        if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and not any(
-                isinstance(item, ast.Starred) for item in node.elts):
-            node.elts = [self.visit(item) for item in node.elts]  # the parent builds it
-            return node
-        name = self._transparent_call(node)
-        if name is not None:
-            node.args = [self.visit(item, iterable=k == 0 and name in ITERATING_CALLS)
-                         for k, item in enumerate(node.args)]
-            for keyword in node.keywords:
-                keyword.value = self.visit(keyword.value)
-            if name in GUARDED_CALLS:  # __guard("round", round)(...): bounded by the judge
-                node.func = ast.Call(ast.Name(GUARD_NAME, ast.Load()),
-                                     [ast.Constant(name), node.func], [])
-            return node
-        return self._make_leaf(node, truth_context, iterable)
+        elif isinstance(node, ast.IfExp):
+            node.test = self.visit(node.test, truth_context=True)
+            node.body, node.orelse = (self.visit(node.body, truth_context),
+                                      self.visit(node.orelse, truth_context))
+        elif isinstance(node, (ast.Tuple, ast.List)):
+            node.elts = [self._visit_item(item) for item in node.elts]
+        elif isinstance(node, ast.Set) and not any(isinstance(item, ast.Starred)
+                                                   for item in node.elts):
+            node.elts = [self.visit(item) for item in node.elts]  # a few: the test's size
+        elif isinstance(node, ast.Dict) and None not in node.keys:
+            pairs = [(self.visit(key), self.visit(value))
+                     for key, value in zip(node.keys, node.values, strict=True)]
+            node.keys, node.values = [key for key, _ in pairs], [value for _, value in pairs]
+        elif isinstance(node, (ast.Subscript, ast.Attribute)):
+            node.value = self.visit(node.value)
+            if isinstance(node, ast.Subscript):
+                node.slice = self.visit(node.slice)
+        elif isinstance(node, ast.Slice):
+            for part in ("lower", "upper", "step"):
+                if getattr(node, part) is not None:
+                    setattr(node, part, self.visit(getattr(node, part)))
+        elif isinstance(node, _JUDGING_NODES):
+            raise _judging_error(node, node)
+        else:
+            raise _NotEvaluated(f"the parent does not evaluate a {type(node).__name__} on "
+                                f"the candidate's values: {ast.unparse(node)!r}")
+        return node
 
-    def _transparent_call(self, node: ast.expr) -> str | None:
-        """The call's trusted name (through a setup import: ``isclose`` is
-        ``math.isclose``) if the parent evaluates it itself, else None."""
-        if not isinstance(node, ast.Call) or any(isinstance(a, ast.Starred) for a in node.args):
+    def _visit_item(self, node: ast.expr, iterable: bool = False,
+                    truth_context: bool = False) -> ast.expr:
+        """An element or argument; a starred one is only iterated by the parent."""
+        if isinstance(node, ast.Starred):
+            node.value = self.visit(node.value, iterable=True)
+            return node
+        return self.visit(node, truth_context, iterable)
+
+    def _visit_call(self, node: ast.Call) -> ast.expr:
+        """A call the parent makes on the candidate's values: a ``PARENT_CALLS`` function,
+        ``__guard(name, function)(...)``, or a ``SAFE_METHODS`` method of a plain value,
+        ``__method(value, name)(...)``; anything else is refused."""
+        name = self._trusted_callee(node.func)
+        if name is not None:
+            if name not in PARENT_CALLS:
+                raise _NotEvaluated(f"the parent does not call {name} on the candidate's "
+                                    f"values")
+            guard = ast.Call(ast.Name(GUARD_NAME, ast.Load()),
+                             [ast.Constant(name), node.func], [])
+        elif isinstance(node.func, ast.Attribute) and node.func.attr in SAFE_METHODS:
+            name = "." + node.func.attr
+            guard = ast.Call(ast.Name(METHOD_NAME, ast.Load()),
+                             [self.visit(node.func.value), ast.Constant(node.func.attr)], [])
+        else:
+            raise _NotEvaluated(f"the parent does not call {ast.unparse(node.func)!r} on "
+                                f"the candidate's values")
+        # bool(f(x)) needs only the truth of the candidate's value (it may not be plain data)
+        node.args = [self._visit_item(item, iterable=name in ITERATING_CALLS
+                                      and (k == 0 or name == "zip"), truth_context=name == "bool")
+                     for k, item in enumerate(node.args)]
+        for keyword in node.keywords:
+            keyword.value = self.visit(keyword.value)
+        node.func = guard
+        return node
+
+    def _trusted_callee(self, func: ast.expr) -> str | None:
+        """The trusted function a callee names, as the parent resolves it (a setup import
+        ``isclose`` is ``math.isclose``, ``m.sqrt`` under ``import math as m`` is
+        ``math.sqrt``), or None if it is no plain (dotted) trusted name."""
+        name = _dotted_name(func)
+        if name is None or self.is_candidates(func):
             return None
-        name = _dotted_name(node.func)
-        root = name.split(".")[0] if name else None
-        if name in self.aliases and root not in self.candidate_names:
-            name = self.aliases[name]
-        return name if name in TRANSPARENT_CALLS and root not in self.candidate_names \
-            else None
+        root, dot, rest = name.partition(".")
+        if root in self.aliases:
+            name = self.aliases[root] + dot + rest
+        return name
 
     def _make_leaf(self, node: ast.expr, truth_context: bool,
                    iterable: bool = False) -> ast.expr:
         for child in ast.walk(node):
             if isinstance(child, _JUDGING_NODES):
-                raise UnsplittableTestError(
-                    f"the candidate's part of this test would contain a "
-                    f"{type(child).__name__}, so the child would judge it: "
-                    f"{ast.unparse(node)!r}")
+                raise _judging_error(child, node)
         index = len(self.leaves)
         self.leaves.append(Leaf(ast.unparse(node), truth_context, iterable))
         return ast.Subscript(ast.Name(VALUES_NAME, ast.Load()), ast.Constant(index), ast.Load())
+
+
+def _judging_error(child: ast.AST, node: ast.expr) -> UnsplittableTestError:
+    """A candidate's part that would hold a comparison, a comprehension or a lambda."""
+    return UnsplittableTestError(
+        f"the candidate's part of this test would contain a {type(child).__name__}, so the "
+        f"child would judge it: {ast.unparse(node)!r}")
 
 
 def _dotted_name(node: ast.expr) -> str | None:

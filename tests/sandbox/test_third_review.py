@@ -618,12 +618,16 @@ def test_the_wrappers_the_parent_evaluates_are_bounded():
     """round with ten to the billion digits, sum of lists with a list as start: refused,
     quickly, instead of stalling the trainer."""
     import time
+    # Issue 32, class 1 changed the last test, "assert sum(lists()[0], 1) == 1": the parent
+    # now takes the subscript itself, so the child sends all of lists() (50 000 lists, more
+    # than the decoder's 10 000 containers, refused) instead of lists()[0]; the honest case
+    # of the sum guard (a number as start) is kept with a list that fits.
     code = ("def big():\n    return 10 ** 4000\ndef digits():\n    return -10 ** 9\n"
-            "def lists():\n    return [[0]] * 50000\n")
+            "def lists():\n    return [[0]] * 50000\ndef first():\n    return [0]\n")
     started = time.process_time()
     result = run_tests(code, ["assert round(big(), digits()) == 0",
                               "assert sum(lists(), []) == []", "assert round(2.567, 2) == 2.57",
-                              "assert sum(lists()[0], 1) == 1"])
+                              "assert sum(first(), 1) == 1"])
     assert result.verdicts == (False, False, True, True)
     assert time.process_time() - started < 1.0
 
