@@ -57,6 +57,8 @@ METRIC_TITLES = {
     "entropy": "entropy of the sampled tokens (entropy)",
 }
 DPI = 120  # readable on a laptop screen without zooming
+# the true score and the proxy trained on: one colour each in every figure (notebooks 09, 11)
+ROLE_COLOURS = {"true score": "tab:green", "trained on": "tab:red"}
 FONT_TITLE, FONT_SMALL = 11, 9
 LABELS = {
     "completions/mean_length": "tokens",
@@ -125,19 +127,30 @@ def style_axis(ax) -> None:
     ax.tick_params(labelsize=FONT_SMALL)
 
 
+def role_colour(label: str, index: int) -> str:
+    """A line's colour: the true score and the reward trained on keep one colour each in
+    every figure (a legend label ending "(true score)" or "(trained on)"); other lines take
+    the colour cycle in order."""
+    for role, colour in ROLE_COLOURS.items():
+        if label.endswith(f"({role})"):
+            return colour
+    return f"C{index % 10}"
+
+
 def _draw_panel(ax, records, name, left_keys, right_key, targets, labels) -> None:
     ax.set_title(name, fontsize=FONT_TITLE)
     style_axis(ax)
     drawn = 0
-    for key in left_keys:
+    for index, key in enumerate(left_keys):
         steps, values = series(records, key)
         if steps:
-            sems = sem_at(records, key, steps)
+            label, sems = labels.get(key, key), sem_at(records, key, steps)
+            colour = role_colour(label, index)
             if sems is None:
-                ax.plot(steps, values, marker=".", label=labels.get(key, key))
+                ax.plot(steps, values, marker=".", label=label, color=colour)
             else:
                 ax.errorbar(steps, values, yerr=[2 * s for s in sems], marker=".", capsize=2,
-                            label=f"{labels.get(key, key)} (±2 s.e.)")
+                            label=f"{label} (±2 s.e.)", color=colour)
             drawn += 1
         if key in targets:
             ax.axhline(targets[key], linestyle="--", color="gray", linewidth=1)

@@ -9,6 +9,7 @@ import pytest
 from grpo_core.plots import (
     CLIP_TITLE,
     HELD_OUT_PANEL,
+    ROLE_COLOURS,
     ZERO_STD_TITLE,
     LivePlot,
     compare_runs,
@@ -74,6 +75,14 @@ def test_held_out_panel_has_a_legend_that_names_the_true_score():
     assert legend is not None
     assert sorted(t.get_text() for t in legend.get_texts()) == [
         "long_function_reward (trained on)", "unit_test_reward (true score)"]
+    # the true score and the proxy keep their colours, whatever order the panel draws them in
+    colours = {line.get_label(): line.get_color() for line in held_out.lines}
+    assert colours == {"long_function_reward (trained on)": ROLE_COLOURS["trained on"],
+                       "unit_test_reward (true score)": ROLE_COLOURS["true score"]}
+    swapped = plot_metrics(rows, panels=[("p", ["eval/unit_test_reward",
+                                                "eval/long_function_reward"], None)],
+                           labels={"eval/unit_test_reward": "unit_test_reward (true score)"})
+    assert swapped.axes[0].lines[0].get_color() == ROLE_COLOURS["true score"]
 
 
 def test_save_curves_writes_a_png(tmp_path):
