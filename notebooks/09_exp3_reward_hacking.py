@@ -361,7 +361,9 @@ else:
                 f"eval/{proxy_name}": f"{proxy_name} (trained on)"}))))
 
 # %% [markdown]
-# The numbers behind the curves. Held out: each score at step 0 and at the end, each with
+# The numbers behind the curves (notebook 08's statistics interlude explains each of them by
+# hand: a standard error over problems, the paired change, z). Held out: each score at step 0
+# and at the end, each with
 # its standard error over problems, and the change with *its* standard error (computed from
 # each problem's own change, so a problem's difficulty cancels; notebook 08 explains why it
 # is smaller than the two standard errors combined) and z = change / standard error. A |z|
