@@ -660,37 +660,6 @@ if lead is not None and lead.has_samples:
         print(row["completion"])
 
 # %% [markdown]
-# ### What the runs show
-#
-# - **Reward climbs, on problems never trained on.** Every run's held-out score rose from
-#   the base model's 0.154 ± 0.020 to between 0.357 ± 0.031 (k = 8) and 0.435 ± 0.033
-#   (k = 8, seed 1) at step 40, changes of +0.20 to +0.28 with z from +6.6 to +9.8: far
-#   beyond what evaluation noise gives. The lecture's claim holds at the course's scale.
-# - **Most of it came early.** The climb was made by step 20; from step 20 to 40 the change
-#   is +0.042 ± 0.021 (z +2.0) at k = 2 and within ±1.2 standard errors of zero in the other
-#   three runs. The training reward kept rising (0.24-0.36 in the first fifth, 0.56-0.83 in
-#   the last) while the held-out score mostly did not: read alone, the training reward
-#   would overstate what the second half taught about problems the model has not seen.
-# - **What it learned is largely the format, and some code.** At step 0, 82 % of k = 8's
-#   held-out completions open with the code fence the prompt asks for and 12 % run into the
-#   192-token budget; from step 20 on every one opens with it and none is cut, and they are a
-#   third as long (214 -> 73 characters). The fenced completions also score more (0.168 ->
-#   0.358), so the code inside improved too; 77 problems rose and 15 fell of 115.
-# - **No k is shown to learn more than another.** Per 1000 completions k = 2 gained the most
-#   (0.41) and the first k = 8 run the least (0.32), but no difference between two group
-#   sizes reaches |z| = 2 (the largest, k = 2 - k = 8, is +0.059 ± 0.032, z 1.8). And the two
-#   seeds of k = 8 differ by -0.077 ± 0.032 (z -2.4), more than any two k: the paired
-#   standard error counts the evaluation's sampling noise, not the spread between training
-#   runs, and at 40 steps one run's seed moves the result as much as the group size does. To
-#   rank the k, train several seeds of each and compare their spread, not one run of each.
-# - **The zero-std share follows k as (8.3) says, roughly.** Measured over all steps: 0.56,
-#   0.23, 0.15 for k = 2, 8, 16 (0.24 for the second seed): the larger the group, the fewer
-#   prompts wasted. The pooled prediction (0.68, 0.17, 0.03) and the per-problem one (0.67,
-#   0.48, 0.45) bracket k = 8 and 16; k = 2 sits below both, as it would once the pass
-#   rate rises during training towards p = 0.5, where two samples agree only half the time
-#   ($p^2 + (1-p)^2 = 0.5$).
-
-# %% [markdown]
 # ### The same comparison over seeds
 #
 # The table above compares one run of each k, and the two seeds of k = 8 show how far one
@@ -766,6 +735,98 @@ for k, summary in sorted(by_k.items()):
         pass_rows.append(row)
 if pass_rows:
     display(pd.DataFrame(pass_rows).set_index("run"))
+
+# %% [markdown]
+# ### What the runs show
+#
+# The summary below is written by the cell from the tables above, so a rebuild with other
+# runs or more seeds cannot leave it saying something they do not show.
+
+# %%
+from IPython.display import Markdown
+
+
+def span(values: list, digits: int = 3, sign: bool = False) -> str:
+    """'a' or 'a to b' for the smallest and largest of ``values``."""
+    fmt = f"{{:{'+' if sign else ''}.{digits}f}}"
+    low, high = min(values), max(values)
+    return fmt.format(low) if low == high else f"{fmt.format(low)} to {fmt.format(high)}"
+
+
+plain = [load_run(name) for summary in by_k.values() for name in summary.runs]
+moves = {run.name: held_out_change(run.records, HELD_OUT) for run in plain}
+moves = {name: moved for name, moved in moves.items() if moved is not None}
+bullets = []
+if moves:
+    rose = [m for m in moves.values() if m.z is not None and m.z >= 2]
+    base = next(iter(moves.values()))
+    bullets.append(
+        f"**Reward climbs, on problems never trained on.** {len(rose)} of {len(moves)} runs' "
+        f"held-out scores rose by more than two standard errors: from the base model's "
+        f"{base.start:.3f} ± {base.start_sem:.3f} to {span([m.end for m in moves.values()])} at "
+        f"their last evaluation, changes of {span([m.change for m in moves.values()], 2, True)} "
+        f"(z {span([m.z for m in moves.values()], 1, True)}).")
+    late, rewards = [], []
+    for run in plain:
+        held = run.samples(split="held_out")
+        if len(held.steps) >= 3:
+            late.append(paired_difference(held.problem_means("unit_test_reward", held.steps[-1]),
+                                          held.problem_means("unit_test_reward", held.steps[-2])))
+        rewards.append(trend(*series(run.records, "reward")))
+    quiet = [d for d in late if d.z is not None and abs(d.z) < 2]
+    if late:
+        bullets.append(
+            f"**Most of it came early.** Between the last two evaluations {len(quiet)} of "
+            f"{len(late)} runs moved by less than two standard errors, while the training "
+            f"reward went from {span([r.first for r in rewards], 2)} over the first fifth of the "
+            f"steps to {span([r.last for r in rewards], 2)} over the last: read alone, the "
+            f"training reward overstates what the later steps taught about unseen problems.")
+if lead is not None and lead.has_samples:
+    held = lead.samples(split="held_out")
+    fenced_share = {step: sum(r["completion"].lstrip().startswith("```")
+                              for r in held.select(step=step).rows) / len(held.select(step=step))
+                    for step in (held.steps[0], held.steps[-1])}
+    bullets.append(
+        f"**Much of what k = 8 learned is the format.** Its held-out completions that open "
+        f"with the code fence the prompt asks for: {fenced_share[held.steps[0]]:.0%} at step 0, "
+        f"{fenced_share[held.steps[-1]]:.0%} at step {held.steps[-1]} (the table of fenced and "
+        f"other completions above shows whether the code inside improved too).")
+if k_pairs:
+    verdicts = []
+    for a, b in k_pairs:
+        gap = by_k[a].mean_change - by_k[b].mean_change
+        error = (by_k[a].seed_sem ** 2 + by_k[b].seed_sem ** 2) ** 0.5
+        z = z_score(gap, error)
+        verdicts.append((a, b, gap, error, z))
+    beyond = [v for v in verdicts if v[4] is not None and abs(v[4]) >= bar]
+    detail = "; ".join(f"k = {a} - k = {b}: {gap:+.3f} ± {error:.3f}"
+                       for a, b, gap, error, _ in verdicts)
+    bullets.append(
+        (f"**No k is shown to learn more than another.** Over seeds ({detail}), no difference "
+         f"reaches the bar of |z| >= {bar:.2f} for {len(k_pairs)} comparisons.") if not beyond
+        else f"**Group sizes differ.** Over seeds ({detail}), "
+             + ", ".join(f"k = {a} - k = {b} (z {z:+.1f})" for a, b, _, _, z in beyond)
+             + f" pass the bar of |z| >= {bar:.2f}.")
+else:
+    spread = next((s for s in by_k.values() if len(s.seeds) > 1), None)
+    bullets.append(
+        "**No ranking of k is possible yet.** Fewer than two group sizes have several seeds"
+        + (f"; the {len(spread.seeds)} seeds of one setting differ by a standard deviation "
+           f"of {spread.seed_sd:.3f} in their held-out change" if spread else "")
+        + ".")
+zero = {k: [v for name in summary.runs for v in series(load_run(name).records,
+                                                        "frac_reward_zero_std")[1]]
+        for k, summary in sorted(by_k.items())}
+shares = [sum(v) / len(v) for v in zero.values()]
+falls = all(a > b for a, b in zip(shares, shares[1:]))
+bullets.append(
+    ("**The zero-spread share falls as k grows.**" if falls else "**The zero-spread share by k.**")
+    + " Measured over all steps of all seeds: "
+    + ", ".join(f"{sum(v) / len(v):.2f} at k = {k}" for k, v in zero.items())
+    + "; predicted from this notebook's signal check (per-problem scores, eq. (8.3)): "
+    + ", ".join(f"{report.expected_zero_std(k)['per-problem scores']:.2f}" for k in zero)
+    + ". The prediction is for the base model; training moves the pass rates.")
+display(Markdown("\n".join(f"- {bullet}" for bullet in bullets)))
 
 # %% [markdown]
 # ## 5. Refill the groups that gave no signal: dynamic sampling
