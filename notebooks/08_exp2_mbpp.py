@@ -818,7 +818,7 @@ zero = {k: [v for name in summary.runs for v in series(load_run(name).records,
                                                         "frac_reward_zero_std")[1]]
         for k, summary in sorted(by_k.items())}
 shares = [sum(v) / len(v) for v in zero.values()]
-falls = all(a > b for a, b in zip(shares, shares[1:]))
+falls = all(a > b for a, b in zip(shares, shares[1:], strict=False))
 bullets.append(
     ("**The zero-spread share falls as k grows.**" if falls else "**The zero-spread share by k.**")
     + " Measured over all steps of all seeds: "
