@@ -129,6 +129,19 @@ CODE_STOP = "code_block"
 CODE_MAX_NEW_TOKENS = {"cpu": 192}
 
 
+# completions per forward/backward in the code experiments where it differs from the whole
+# batch: on a laptop CPU, 16 completions of up to 192 tokens in one update hold about 9 GB at
+# their peak; four at a time give the same gradient (the loop sums the micro-batches' losses)
+# in a fraction of the memory
+CODE_MICRO_BATCH = {"cpu": 4}
+
+
+def code_micro_batch(profile: Profile) -> dict[str, int]:
+    """``{"micro_batch_size": n}`` for the code experiments in ``profile``, or ``{}``."""
+    size = CODE_MICRO_BATCH.get(profile.name)
+    return {} if size is None else {"micro_batch_size": size}
+
+
 def code_budget(profile: Profile) -> int:
     """The code experiments' ``max_new_tokens`` in ``profile`` (:data:`CODE_MAX_NEW_TOKENS`,
     else the profile's own)."""
@@ -306,7 +319,8 @@ def mbpp_experiment(profile: Profile, k: int | None = None, negate: bool = False
         reward_funcs=[unit_test_reward],
         overrides={"loss_type": "grpo", "beta": 0.0, "num_iterations": 1,
                    "eval_every": eval_size(profile).every, "stop_at": CODE_STOP,
-                   "max_new_tokens": code_budget(profile), **sizes},
+                   "max_new_tokens": code_budget(profile), **code_micro_batch(profile),
+                   **sizes},
         title=(f"experiment 2 ({profile.name}): unit-test reward, k = {sizes['group_size']} "
                f"x {sizes['prompts_per_step']} prompts per step"),
         evaluate=held_out_experiment_evaluator(profile, held_out, [unit_test_reward],
@@ -374,7 +388,8 @@ def hacking_experiment(profile: Profile, k: int | None = None, negate: bool = Fa
         reward_weights=[1.0, 0.0],
         overrides={"loss_type": "grpo", "beta": 0.0, "num_iterations": 1,
                    "eval_every": eval_size(profile).every, "stop_at": CODE_STOP,
-                   "max_new_tokens": code_budget(profile), **sizes},
+                   "max_new_tokens": code_budget(profile), **code_micro_batch(profile),
+                   **sizes},
         title=(f"experiment 3 ({profile.name}): proxy = {reward_name(proxy_fn)}, "
                "true = unit tests (weight 0, and held out)"),
         evaluate=held_out_experiment_evaluator(profile, held_out, watched, eval_samples),

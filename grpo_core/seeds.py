@@ -29,9 +29,10 @@ from grpo_core.stats import mean, standard_error
 
 # config.json keys that say how a run was made or described, not what it trained
 NOT_SETUP = ("command", "resumed_from_step", "torch", "precision", "eval_sampling")
-# TrainConfig fields that change where and how often things are written, not the training
+# TrainConfig fields that change where and how often things are written, or how a batch is
+# cut for memory (micro-batches give the same gradient), not the training
 NOT_TRAINING = ("seed", "save_every", "save_checkpoint", "keep_samples", "samples_max_chars",
-                "samples_eval_per_problem")
+                "samples_eval_per_problem", "micro_batch_size")
 
 
 def seed_of(config: Mapping[str, Any]) -> int:

@@ -199,6 +199,10 @@ def test_the_code_experiments_sample_at_their_own_budget_unless_told():
         assert build_config(cpu, make(cpu)).max_new_tokens == 192  # the recorded runs'
         assert build_config(smoke, make(smoke)).max_new_tokens == smoke.max_new_tokens
         assert build_config(cpu, make(cpu), max_new_tokens=32).max_new_tokens == 32
+        # four completions per forward/backward on a laptop: the same gradient, less memory
+        assert build_config(cpu, make(cpu)).micro_batch_size == 4
+        assert build_config(smoke, make(smoke)).micro_batch_size is None
+        assert build_config(cpu, make(cpu), micro_batch_size=8).micro_batch_size == 8
 
 
 # --- build_config: the stop rule ------------------------------------------------------------

@@ -31,6 +31,9 @@ def test_the_setup_leaves_out_the_seed_the_command_and_fills_the_loops_defaults(
     # a run recorded before dynamic sampling existed matches one that logs it switched off
     later = {**b, "train": {**b["train"], "dynamic_sampling": False}}
     assert setup_differences(setup_of(a), setup_of(later)) == []
+    # micro-batches change how a batch is cut, not the gradient
+    cut = {**b, "train": {**b["train"], "micro_batch_size": 4}}
+    assert setup_differences(setup_of(a), setup_of(cut)) == []
     other = {**b, "train": {**b["train"], "dynamic_sampling": True}, "profile": "smoke"}
     assert setup_differences(setup_of(a), setup_of(other)) == ["profile",
                                                                 "train.dynamic_sampling"]
