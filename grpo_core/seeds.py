@@ -42,12 +42,12 @@ def seed_of(config: Mapping[str, Any]) -> int:
 
 def setup_of(config: Mapping[str, Any]) -> dict[str, Any]:
     """``config`` without what may differ between seeds of one setup (module docstring)."""
-    setup = {key: value for key, value in config.items()
-             if key not in NOT_SETUP and key != "train"}
+    setup = {key: value for key, value in config.items() if key not in NOT_SETUP}
     train = {**asdict(TrainConfig()), **config.get("train", {})}
-    train = {key: list(value) if isinstance(value, tuple) else value
-             for key, value in train.items() if key not in NOT_TRAINING}
-    return {**setup, "train": train}
+    # a tuple default (adam_betas) reads back from config.json as a list
+    setup["train"] = {key: list(value) if isinstance(value, tuple) else value
+                      for key, value in train.items() if key not in NOT_TRAINING}
+    return setup
 
 
 def setup_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:

@@ -20,7 +20,7 @@ from grpo_core.loop import TrainConfig, train
 from grpo_core.rollout import Rollout, take_groups
 
 K = 3
-PAD = 0
+PAD = 9
 
 
 def fake_rollout(groups: list[int], round_: int, widths: tuple[int, int]) -> Rollout:
@@ -51,11 +51,12 @@ class FakeSampler:
     table is flat at 0), recording every call."""
 
     def __init__(self, table: dict[tuple[int, int], list[float]]):
-        self.table, self.calls = table, []
+        self.table, self.calls, self.returned = table, [], []
 
     def __call__(self, groups, round_):
         self.calls.append((list(groups), round_))
         rollout = fake_rollout(groups, round_, widths=(2 + round_, 1 + round_))
+        self.returned.append(rollout)
         total = torch.tensor([v for g in groups for v in self.table.get((g, round_), [0.0] * K)])
         return rollout, total, {"score": total * 2}
 
@@ -81,12 +82,19 @@ def test_refill_seeds_differ_by_round_step_and_seed_and_never_take_round_zero():
         refill_seed(0, 1, 0)
 
 
+def test_the_refill_seed_is_this_formula_so_recorded_runs_replay():
+    assert refill_seed(0, 1, 1) == 1 * 1_009 + 1
+    assert refill_seed(2, 3, 4) == (2 * 1_000_003 + 3) * 1_009 + 4
+    assert isinstance(refill_seed(2, 3, 4), int)
+
+
 def test_only_flat_groups_are_chosen_as_far_as_the_cap_pays():
     flat = torch.tensor([True, False, True, True])
     assert groups_to_refill(flat, 9, 3) == [0, 2, 3]
     assert groups_to_refill(flat, 8, 3) == [0, 2]  # whole groups only
     assert groups_to_refill(flat, 2, 3) == []
     assert groups_to_refill(torch.zeros(4, dtype=torch.bool), 99, 3) == []
+    assert groups_to_refill(flat, 2, 1) == [0, 2]  # a group of one is still a group
     with pytest.raises(ValueError):
         groups_to_refill(flat, -1, 3)
 
@@ -133,6 +141,15 @@ def test_a_refilled_batch_has_the_advantages_and_tokens_of_its_groups_sampled_di
             want_ids, want_mask = getattr(direct, f"{name}_ids"), getattr(direct, f"{name}_mask")
             assert ids[mask.bool()].tolist() == want_ids[want_mask.bool()].tolist()
     assert rollout.prompt_ids.shape == (2 * K, 3) and rollout.completion_ids.shape == (2 * K, 2)
+    # group 1 (round 0, the narrower rollout) is padded with the pad id given
+    assert rollout.prompt_ids[K:, 0].tolist() == [PAD] * K
+    assert rollout.completion_ids[K:, 1].tolist() == [PAD] * K
+
+
+def test_without_refills_the_first_rounds_rollout_is_the_batch():
+    sampler = FakeSampler({(0, 0): [1, 0, 0], (1, 0): [0, 1, 1]})
+    rollout, _, _, counts = sample_with_refills(sampler, 2, K, 99, PAD)
+    assert counts.refill_groups == 0 and rollout is sampler.returned[0]  # nothing rebuilt
 
 
 def test_take_groups_pads_prompts_left_and_completions_right_and_checks_its_input():
@@ -216,3 +233,53 @@ def test_a_bad_refill_cap_is_explained():
         TrainConfig(max_refill_generations=-1).validate()
     assert TrainConfig(group_size=4, prompts_per_step=3).refill_cap == 12
     assert TrainConfig(max_refill_generations=5).refill_cap == 5
+
+
+class TickingClock:
+    """``time`` for the loop with a ``perf_counter`` that advances by exactly 1 per call: each
+    difference of two consecutive readings in ``make_rollout`` is one second."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        self.now += 1.0
+        return self.now
+
+    def __getattr__(self, name):
+        import time
+
+        return getattr(time, name)
+
+
+def test_each_round_samples_with_its_own_seed_is_timed_and_padded_with_the_tokenizers_pad(
+        new_tiny_policy, monkeypatch):
+    from grpo_core import loop
+    from grpo_core.dynamic_sampling import sample_with_refills as real_refills
+
+    seeds, pads = [], []
+
+    def recording_sample_group(*args, seed=None, **kwargs):
+        seeds.append(seed)
+        return real_sample_group(*args, seed=seed, **kwargs)
+
+    def recording_refills(sample, groups, group_size, cap, pad_token_id):
+        pads.append(pad_token_id)
+        return real_refills(sample, groups, group_size, cap, pad_token_id)
+
+    real_sample_group = loop.sample_group
+    monkeypatch.setattr(loop, "sample_group", recording_sample_group)
+    monkeypatch.setattr(loop, "sample_with_refills", recording_refills)
+    monkeypatch.setattr(loop, "time", TickingClock())
+    model, tokenizer = new_tiny_policy()
+    config = TrainConfig(group_size=4, prompts_per_step=3, max_new_tokens=6, max_steps=1,
+                         learning_rate=1e-2, seed=5, save_checkpoint=False,
+                         dynamic_sampling=True, max_refill_generations=8)
+    rows = [{"prompt": p} for p in PROMPTS]
+    (record,) = train(model, tokenizer, rows, constant_for_first_prompt, config,
+                      progress=False).metrics
+    # 'Say hello.' is flat in every round: two refills of one group each, then the cap
+    assert seeds == [5 * 1_000_003 + 1, refill_seed(5, 1, 1), refill_seed(5, 1, 2)]
+    assert record["sampling/refill_groups"] == 2
+    assert record["time/generate"] == 3.0 and record["time/reward"] == 3.0  # every round
+    assert pads == [tokenizer.pad_token_id]

@@ -123,6 +123,11 @@ def test_pass_at_k_is_logged_for_pass_fail_rewards_by_hand():
         eval_metrics({"tests": scores}, pass_fail=["missing"])
     with pytest.raises(ValueError, match="matrix"):
         pass_at_k_metrics(torch.zeros(3), "e/t")
+    assert pass_at_k_metrics(torch.tensor([[1.0]]), "e/t") == {"e/t/pass@1": 1.0}  # 1 x 1
+    assert matrix_problem_means(torch.tensor([[0.5]])) == [0.5]
+    for bad in (torch.zeros(3), torch.zeros(0, 2)):
+        with pytest.raises(ValueError, match="matrix"):
+            matrix_problem_means(bad)
 
 
 def test_the_evaluator_logs_pass_at_k_for_the_rewards_it_is_told_are_pass_fail(tiny_policy):

@@ -8,7 +8,14 @@ import math
 import pytest
 
 from grpo_core.run_files import RecordedRun
-from grpo_core.seeds import group_by_setup, seed_group, seed_of, setup_differences, setup_of
+from grpo_core.seeds import (
+    group_by_setup,
+    held_out_key,
+    seed_group,
+    seed_of,
+    setup_differences,
+    setup_of,
+)
 
 KEY = "eval/unit_test_reward"
 
@@ -39,6 +46,45 @@ def test_the_setup_leaves_out_the_seed_the_command_and_fills_the_loops_defaults(
                                                                 "train.dynamic_sampling"]
 
 
+def test_setups_compare_every_key_either_side_has():
+    assert setup_of({}) == setup_of({"train": {}})  # a config without loop settings
+    # a tuple default reads back from config.json as a list: the same setting
+    assert setup_differences(setup_of({"train": {}}),
+                             setup_of({"train": {"adam_betas": [0.9, 0.999]}})) == []
+    assert setup_differences({"x": 1}, {}) == ["x"] and setup_differences({}, {"y": 2}) == ["y"]
+    assert setup_differences({"train": {"new": 1}}, {}) == ["train.new"]
+    assert setup_differences({}, {"train": {"new": 1}}) == ["train.new"]
+
+
+def test_the_headline_metric_is_the_true_score_else_the_trained_rewards_own():
+    proxy = run("p", 0, 0.1)
+    proxy.config["reward_funcs"] = ["long_function_reward", "unit_test_reward"]
+    proxy.config["reward_weights"] = [1.0, 0.0]
+    for record in proxy.records:
+        record["eval/long_function_reward"] = 0.5
+    assert held_out_key(proxy) == KEY  # the reward trained at weight 0 is the true score
+    assert held_out_key(run("k8", 0, 0.1)) == KEY  # experiment 2: its own reward, held out
+    bare = RecordedRun("bare", [{"step": 1, "reward": 0.1}], run("x", 1, 0).config)
+    assert held_out_key(bare) is None
+    with pytest.raises(ValueError, match="bare has no held-out change of None"):
+        seed_group([bare])
+
+
+def test_folders_are_read_as_runs(tmp_path):
+    import json
+
+    for name, seed in (("s0", 0), ("s1", 1)):
+        recorded = run(name, seed, 0.1 * (seed + 1))
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(recorded.config))
+        (folder / "metrics.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in recorded.records))
+    assert seed_group([tmp_path / "s1", tmp_path / "s0"]).runs == ("s0", "s1")
+    assert [[r.name for r in g] for g in group_by_setup([tmp_path / "s0", tmp_path / "s1"])] \
+        == [["s0", "s1"]]
+
+
 def test_a_seed_group_gives_each_seeds_change_and_the_mean_over_seeds_by_hand():
     summary = seed_group([run("s1", 1, 0.3, 0.03), run("s0", 0, 0.1), run("s2", 2, 0.2)])
     assert summary.runs == ("s0", "s1", "s2") and summary.seeds == (0, 1, 2)
@@ -53,6 +99,8 @@ def test_a_seed_group_gives_each_seeds_change_and_the_mean_over_seeds_by_hand():
                                   f"seed 2: +0.200 (z +10.0); mean +0.200 ± 0.058 over 3 seeds")
     one = seed_group([run("only", 4, -0.05)])
     assert one.describe() == f"{KEY}: seed 4: -0.050 (z -2.5); one seed"
+    no_error = seed_group([run("flat", 5, 0.02, delta_sem=0.0)])  # no z without an error
+    assert no_error.describe() == f"{KEY}: seed 5: +0.020; one seed"
     assert math.isnan(one.seed_sem)
 
 
@@ -60,7 +108,7 @@ def test_runs_that_differ_in_more_than_the_seed_are_refused():
     with pytest.raises(ValueError, match=r"k2 differs from k8 in more than the seed: "
                                          r"train.group_size"):
         seed_group([run("k8", 0, 0.1), run("k2", 1, 0.1, group_size=2)])
-    with pytest.raises(ValueError, match="share a seed"):
+    with pytest.raises(ValueError, match=r"share a seed: \{'a': 0, 'b': 0\}"):
         seed_group([run("a", 0, 0.1), run("b", 0, 0.2)])
     with pytest.raises(ValueError, match="at least one"):
         seed_group([])

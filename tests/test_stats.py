@@ -210,7 +210,7 @@ def test_bonferroni_z_is_the_two_sided_threshold_at_alpha_over_the_comparisons()
     assert bonferroni_z(3, alpha=0.1) == pytest.approx(2.128045, abs=1e-6)
     assert bonferroni_z(10) > bonferroni_z(6) > bonferroni_z(1)
     for bad in [(0, 0.05), (3, 0.0), (3, 1.0)]:
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="comparisons >= 1 and 0 < alpha < 1"):
             bonferroni_z(*bad)
 
 
@@ -222,8 +222,15 @@ def test_minimum_detectable_change_by_hand():
         minimum_detectable_change(0.05, 1) / 2)  # four runs a side: half the change
     assert minimum_detectable_change(0.05, 1, comparisons=3) > minimum_detectable_change(0.05, 1)
     assert minimum_detectable_change(0.0, 2) == 0.0
-    with pytest.raises(ValueError):
-        minimum_detectable_change(0.05, 0)
+    # alpha reaches the Bonferroni bar: at 10 % the bar, and the change, are lower
+    assert minimum_detectable_change(0.05, 1, alpha=0.1) == pytest.approx(
+        (bonferroni_z(1, 0.1) + 0.841621) * 0.05 * math.sqrt(2), abs=1e-6)
+    for bad in [dict(sd=0.05, runs_per_side=0), dict(sd=-0.1, runs_per_side=1),
+                dict(sd=0.05, runs_per_side=1, power=0.0),
+                dict(sd=0.05, runs_per_side=1, power=1.0),
+                dict(sd=0.05, runs_per_side=1, power=1.5)]:
+        with pytest.raises(ValueError, match="runs_per_side >= 1, sd >= 0"):
+            minimum_detectable_change(**bad)
 
 
 def test_subsampled_standard_errors_follow_the_finite_population_formula():
@@ -238,3 +245,20 @@ def test_subsampled_standard_errors_follow_the_finite_population_formula():
         subsampled_standard_errors(values, [10], draws=50, seed=3)
     with pytest.raises(ValueError):
         subsampled_standard_errors(values, [1])
+    with pytest.raises(ValueError):
+        subsampled_standard_errors(values, [10], draws=1)
+    # the smallest subsets and the fewest draws allowed, and the default seed is 0
+    assert set(subsampled_standard_errors(values, [2], draws=2)) == {2}
+    assert subsampled_standard_errors(values, [5], draws=30) == \
+        subsampled_standard_errors(values, [5], draws=30, seed=0)
+
+
+def test_subsampled_standard_errors_by_hand_from_the_same_draws():
+    import random
+    import statistics
+
+    values = [0.0, 0.0, 1.0, 1.0, 0.5, 0.25]
+    rng = random.Random(7)
+    means = [statistics.fmean(rng.sample(values, 3)) for _ in range(50)]
+    assert subsampled_standard_errors(values, [3], draws=50, seed=7)[3] == pytest.approx(
+        statistics.stdev(means))  # ddof = 1 over the draws
