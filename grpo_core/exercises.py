@@ -882,3 +882,35 @@ def _no_signal_rule(answer: Any) -> str | None:
             return (f"on the {label} run your rule disagrees: read frac_reward_zero_std, step "
                     "by step, and ask on how many steps it sits near 1")
     return None
+
+
+# ------------------------------------------------------------------------- 12_noise_floor
+
+@_exercise("12.pass_at_k",
+           "5 samples of one problem, 2 of them pass: the unbiased estimate of pass@2.",
+           "1 - C(3, 2) / C(5, 2): a pair drawn from the 5 holds a pass unless both are failures")
+def _pass_at_k(answer: Any) -> str | None:
+    value = _number(answer)
+    if abs(value - 0.7) < 0.005:
+        return None
+    if abs(value - 0.4) < 0.005:
+        return "that is pass@1 (2 of 5): pass@2 asks for at least one pass among two samples"
+    if abs(value - 0.64) < 0.005:
+        return "that draws with replacement (1 - 0.6^2): the estimator draws 2 of the 5 samples"
+    return "count the pairs of failures: C(3, 2) of the C(5, 2) pairs hold no pass"
+
+
+@_exercise("12.bonferroni_bar",
+           "Three settings compared in pairs: the |z| each difference must reach (5 %, Bonferroni).",
+           "three comparisons, each tested at 5 % / 3: |z| >= 2.39")
+def _bonferroni_bar(answer: Any) -> str | None:
+    from grpo_core.stats import bonferroni_z
+
+    value = _number(answer)
+    if abs(value - bonferroni_z(3)) < 0.01:
+        return None
+    if abs(value - 1.96) < 0.01:
+        return "that is the bar of one comparison: three pairs share the 5 %"
+    if abs(value - bonferroni_z(6)) < 0.01:
+        return "three settings make three pairs, not six"
+    return "each of the 3 comparisons is tested at 0.05 / 3, two-sided: the z of 1 - 0.05 / 6"

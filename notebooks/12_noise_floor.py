@@ -383,6 +383,32 @@ else:
 # the comparison is, because it leaves out the seed. Notebook 08's k sweep is exactly such a
 # comparison; its table now reads the across-seed means.
 #
+# ## Exercises
+#
+# Each check prints *not attempted yet* while your line still holds `...`, a hint when the
+# answer is off, and *correct* when it is right. Worked solutions: `solutions/exercises.py`
+# (try first).
+#
+# 1. By hand, with (12.4): 5 samples of one problem, 2 of them pass. What is the unbiased
+#    estimate of pass@2?
+
+# %%
+from grpo_core.exercises import check
+
+my_pass_at_2 = ...  # your answer here
+
+check("12.pass_at_k", my_pass_at_2)
+
+# %% [markdown]
+# 2. You compare three settings (k = 2, 8 and 16) in pairs. What |z| must each difference
+#    reach to count at 5 %, two-sided, with Bonferroni's correction?
+
+# %%
+my_bar = ...  # your answer here
+
+check("12.bonferroni_bar", my_bar)
+
+# %% [markdown]
 # ## 6. A checklist for any RL result
 #
 # 1. **What is the unit?** A standard error over samples of one problem is not one over

@@ -332,3 +332,15 @@ def no_signal_rule(**_):
 def answer(name: str, **context: Any) -> Any:
     """The solution to exercise ``name``, given what its notebook computed."""
     return SOLUTIONS[name](**context)
+
+
+@solution("12.pass_at_k")
+def pass_at_k_by_hand(**_):
+    return 1 - 3 / 10  # C(3, 2) = 3 pairs of failures among C(5, 2) = 10 pairs
+
+
+@solution("12.bonferroni_bar")
+def bonferroni_bar(**_):
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(1 - 0.05 / 6)

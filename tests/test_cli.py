@@ -84,7 +84,9 @@ def test_cli_hacking_smoke_run_logs_proxy_true_score_and_held_out(tmp_path):
     assert set(records[0]) == {"step", "time/eval"} | {
         f"eval/{name}{stat}" for name in ("unit_test_reward", "long_function_reward",
                                           "defines_function_reward")
-        for stat in ("", "/sem", "/delta_sem")}
+        for stat in ("", "/sem", "/delta_sem")} | {"eval/unit_test_reward/pass@1",
+                                                   "eval/unit_test_reward/pass@1/sem"}
+    # pass@k for the pass/fail unit tests only (smoke: one sample a problem: pass@1 alone)
     for record in records[1:]:  # the reward is the proxy alone: the true score has weight 0
         assert record["reward"] == pytest.approx(record["rewards/long_function_reward/mean"])
         assert 0.0 <= record["rewards/unit_test_reward/mean"] <= 1.0

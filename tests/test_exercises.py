@@ -155,6 +155,8 @@ WRONG_ANSWERS: dict[str, list] = {
         lambda: lambda loss, mask: (loss * mask).sum(1).mean(),  # the lecture's sum
     ],
     "11.symptom": [lambda: "collapse", lambda: "truncation"],
+    "12.pass_at_k": [lambda: 0.4, lambda: 0.64, lambda: 1.0],
+    "12.bonferroni_bar": [lambda: 1.96, lambda: 2.64, lambda: 3.0],
     "11.transient_truncation": [lambda: [0.9] * 20, lambda: [0.0] * 20],
     "11.group_loss_value": [lambda: 1.0, lambda: -0.5],
     "11.no_signal_rule": [

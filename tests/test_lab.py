@@ -71,12 +71,13 @@ def test_make_lab_serves_the_notebooks(running_lab):
     assert status == 200
     status, body = _get(f"{base}/api/contents")
     names = {item["name"] for item in json.loads(body)["content"]}
-    assert "00_setup.ipynb" in names  # the server's root is notebooks/
+    assert "00_setup.ipynb" in names  # the server's root is the working copies, lab/
     assert START_PAGE in names
-    # the jupytext twins are out of the learner's way, but still there for jupytext and tools
+    # copies only: no jupytext twins, and nothing a learner saves reaches notebooks/
     assert not [name for name in names if name.endswith(".py")], sorted(names)
-    status, body = _get(f"{base}/api/contents/00_setup.py?content=0")
-    assert status == 200 and json.loads(body)["name"] == "00_setup.py"
+    assert (REPO_ROOT / "lab" / "00_setup.ipynb").exists()
+    status, body = _get(f"{base}/api/contents/00_setup.ipynb?content=0")
+    assert status == 200 and json.loads(body)["name"] == "00_setup.ipynb"
     status, page = _get(f"{base}/lab")
     assert status == 200
     config = json.loads(re.search(rb'id="jupyter-config-data"[^>]*>\s*(\{.*?\})\s*</script>', page,

@@ -44,7 +44,9 @@ def test_a_run_trained_on_the_held_out_reward_reports_that_reward(tmp_path, caps
     write_run(tmp_path / "plain", [{"step": 1, "reward": 1.0}], {})
     assert main([str(tmp_path / "k8"), str(tmp_path / "plain")]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == HEADER and len(lines) == 4
+    # the per-run table, a blank line, then one row per setup (runs that differ in the seed)
+    assert lines[0] == HEADER and len(lines) == 8 and lines[4] == ""
+    assert lines[7].startswith("| `k8` | eval/unit_test_reward: seed 0: ")
     assert "| `k8` | eval/unit_test_reward | 0.300 ± 0.031 |" in lines[2]
     assert lines[3].startswith("| `plain` | - | - | - | - | 1 -> 1 | - |")
 
