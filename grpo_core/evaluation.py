@@ -45,9 +45,7 @@ from torch import Tensor
 from grpo_core.rewards import RewardFn
 from grpo_core.rollout import chat_prompt, sample_group
 from grpo_core.scoring import call_reward, group_columns, reward_list, reward_name
-from grpo_core.stats import mean, problem_means, problem_pass_at_k, standard_error
-
-PASS_SCORE = 1.0  # a pass/fail reward's score for a sample that passes (every assert)
+from grpo_core.stats import PASS_SCORE, mean, problem_means, problem_pass_at_k, standard_error
 
 
 @runtime_checkable

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grpo_core.stats import problem_means, problem_pass_at_k
+from grpo_core.stats import PASS_SCORE, problem_means, problem_pass_at_k
 
 PACKAGE_DATA = Path(__file__).resolve().parent / "data"
 EXP1_PROMPTS = PACKAGE_DATA / "prompts_exp1.jsonl"
@@ -194,7 +194,7 @@ class Samples:
         return problem_means(values)
 
     def problem_pass_at_k(self, name: str, step: int, k: int, split: str = "held_out",
-                          pass_score: float = 1.0) -> dict[Any, float]:
+                          pass_score: float = PASS_SCORE) -> dict[Any, float]:
         """Each problem's pass@k (``grpo_core.stats.pass_at_k``) from its recorded rows of
         ``split`` at ``step``, a row passing when ``name`` is at least ``pass_score``: pass@k
         of runs that logged none, from the samples they kept (every sample of a problem must

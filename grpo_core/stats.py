@@ -113,6 +113,9 @@ def paired_difference(a: Mapping[Any, float], b: Mapping[Any, float]) -> PairedD
                             problems=len(differences))
 
 
+PASS_SCORE = 1.0  # a pass/fail reward's score for a sample that passes (every assert)
+
+
 def pass_at_k(n: int, correct: int, k: int) -> float:
     """The unbiased estimate of pass@k from ``n`` samples of one problem, ``correct`` of which
     passed: the chance that at least one of ``k`` samples drawn without replacement from the
