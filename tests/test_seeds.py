@@ -64,6 +64,18 @@ def test_the_headline_metric_is_the_true_score_else_the_trained_rewards_own():
         record["eval/long_function_reward"] = 0.5
     assert held_out_key(proxy) == KEY  # the reward trained at weight 0 is the true score
     assert held_out_key(run("k8", 0, 0.1)) == KEY  # experiment 2: its own reward, held out
+    # the config decides what was trained: the metrics alone (both rewards logged, neither
+    # equal to the total) would count both as trained and leave no true score
+    for record, long_mean in zip(proxy.records, (0.3, 0.6), strict=True):
+        record.update({"reward": long_mean + 0.1, "rewards/long_function_reward/mean": long_mean,
+                       "rewards/unit_test_reward/mean": 0.2})
+    assert held_out_key(proxy) == KEY
+    # a config that does not name its rewards: the metrics say what was trained
+    unnamed = run("u", 0, 0.1)
+    del unnamed.config["reward_funcs"], unnamed.config["reward_weights"]
+    for record in unnamed.records:
+        record.update({"reward": 0.4, "rewards/unit_test_reward/mean": 0.4})
+    assert held_out_key(unnamed) == KEY
     bare = RecordedRun("bare", [{"step": 1, "reward": 0.1}], run("x", 1, 0).config)
     assert held_out_key(bare) is None
     with pytest.raises(ValueError, match="bare has no held-out change of None"):
