@@ -969,6 +969,19 @@ def fork_child(spec, fds, libc, zygote_pid):
     return b"P" + struct.pack("!i", pid) if pid > 0 else b"E" + struct.pack("!i", code)
 
 
+def volunteer_for_the_oom_killer():
+    """Ask the kernel's out-of-memory killer to take this process (and every process forked
+    from it, which inherits the setting) before any other: memory a completion pins outside
+    its resident set (a shared mapping of a memfd whose descriptor it closed) does not count
+    towards a process's badness, so without this the killer would pick the trainer. Raising
+    one's own ``oom_score_adj`` needs no privilege; where /proc is missing nothing changes."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as adj:
+            adj.write("1000")
+    except OSError:
+        pass
+
+
 def zygote_main():
     """Enter the shared namespaces, try the per-child layers, report them, then serve."""
     import gc
@@ -976,6 +989,7 @@ def zygote_main():
     config = marshal.loads(bytes.fromhex(sys.argv[1]))
     sys.path[:] = [entry for entry in sys.path if entry and entry != "."]
     libc = load_libc()
+    volunteer_for_the_oom_killer()  # before the namespaces: the host's /proc is still here
     # No parent-death signal here: it fires when the parent *thread* that started us ends.
     # The zygote exits instead when its control socket reaches EOF (the parent is gone).
     namespaces = set_up_namespaces(config, libc)
@@ -1024,6 +1038,7 @@ def portable_main():
     pipe (moved to fd 3 first thing), its stdin the request; then both become /dev/null, the
     rlimits the system has are set, and the candidate runs exactly as in the Linux tiers."""
     os.dup2(1, RESULT_FD)
+    volunteer_for_the_oom_killer()
     config = marshal.loads(bytes.fromhex(sys.argv[2]))
     sys.path[:] = [entry for entry in sys.path if entry and entry != "."]
     request = marshal.loads(read_all(0))

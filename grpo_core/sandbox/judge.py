@@ -477,8 +477,8 @@ def guarded_method(value: Any, name: str) -> Any:
 
     def call(*args: Any, **kwargs: Any) -> Any:
         weigh((value, args, kwargs))
-        if name == "join":
-            items = list(args[0]) if args else []
+        if name == "join" and len(args) == 1 and not kwargs:  # else str.join's own TypeError
+            items = list(args[0])
             size = sum(len(item) for item in items if isinstance(item, (str, bytes)))
             if size + len(value) * len(items) > _MAX_JOIN_CHARS:
                 raise OverflowError("result too large to judge")

@@ -4,6 +4,8 @@ Pure functions: no sandbox process runs here."""
 
 from __future__ import annotations
 
+import collections
+
 import pytest
 
 from grpo_core.sandbox import judge
@@ -16,6 +18,7 @@ from grpo_core.sandbox.judge import (
     spread_keys,
     weigh,
 )
+from grpo_core.sandbox.split import plan_tests
 
 MERSENNE = 2**61 - 1  # k * MERSENNE hash to 0 for every k
 
@@ -161,3 +164,126 @@ def test_methods_run_on_plain_values_only_and_join_is_bounded():
         guarded_method("-" * 1000, "join")(["x"] * (limit // 1000 + 1))
     with pytest.raises(OverflowError, match="too much"):
         guarded_method("abc", "count")(["x"] * judge._MAX_WEIGHT)
+
+
+# --- more boundaries (the survivors of `make mutate`, 3 December) ------------------------------
+
+
+def test_a_flat_list_repeats_up_to_its_own_weight_and_no_further():
+    """``seq * n`` of a list is weighed with a limit of ``max(_MAX_WEIGHT // n, 2 * len + 1)``:
+    a flat list of small ints (weight exactly ``2 * len + 1``) passes even when
+    ``_MAX_WEIGHT // n`` is smaller, one more unit of weight (a 64-bit int) does not."""
+    count = 1000
+    flat = [0] * 1000  # weight 2001, while _MAX_WEIGHT // count is 1000
+    assert judge._MAX_WEIGHT // count < weigh(flat) == 2 * len(flat) + 1
+    assert guarded_binop("Mult", flat, count) == [0] * (len(flat) * count)
+    heavier = [2**64] + [0] * 999  # weight 2002: one past the flat bound
+    with pytest.raises(OverflowError, match="too much"):
+        guarded_binop("Mult", heavier, count)
+    with pytest.raises(OverflowError, match="too much"):
+        guarded_binop("Mult", count, heavier)  # either side may be the sequence
+
+
+def test_repetition_weighs_from_two_copies_on_and_never_divides_by_a_small_count():
+    """Repeating twice already shares every item (weighed against ``_MAX_WEIGHT // 2``);
+    ``* 1`` and ``* 0`` share nothing, so they are not weighed (and never divide by 0)."""
+    heavy = [list(range(1000))] * 300  # weight about 600 000: over half of _MAX_WEIGHT
+    assert judge._MAX_WEIGHT // 2 < weigh(heavy) <= judge._MAX_WEIGHT
+    with pytest.raises(OverflowError, match="too much"):
+        guarded_binop("Mult", heavy, 2)
+    heavier = [list(range(1000))] * 1001  # weight about 2 million: more than _MAX_WEIGHT
+    assert guarded_binop("Mult", heavier, 1) == heavier
+    assert guarded_binop("Mult", [1, 2], 0) == [] and guarded_binop("Mult", 0, (1,)) == ()
+    assert guarded_binop("Mult", [1, 2], -3) == []
+
+
+def test_weigh_stops_at_its_limit_before_looking_inside():
+    """A container whose own weight reaches the limit exactly still has items to count: any
+    item puts it over (the limit is inclusive, the items are not skipped)."""
+    assert weigh([], limit=1) == 1 and weigh({}, limit=1) == 1
+    with pytest.raises(OverflowError, match="too much"):
+        weigh([0] * 49, limit=50)  # 1 + 49 = 50, then its 49 items
+    with pytest.raises(OverflowError, match="too much"):
+        weigh({"a": 1}, limit=3)  # 1 + 2 = 3, then a key and a value
+
+
+def test_weigh_counts_dict_subclasses_like_dicts():
+    """``Counter`` and ``OrderedDict`` (what a guarded ``collections.Counter(...)`` returns,
+    then handed to the next guarded call) weigh what the same dict weighs."""
+    for made in (collections.Counter({"a": 1}), collections.OrderedDict(a=1),
+                 collections.defaultdict(int, a=1)):
+        assert weigh(made) == weigh({"a": 1}) == 5
+    with pytest.raises(OverflowError, match="too much"):
+        weigh(collections.Counter(range(400_000)))
+
+
+def test_ordered_dict_checks_its_keys_not_its_pairs():
+    """``collections.OrderedDict(pairs)`` is keyed by the first of each pair, like ``dict``:
+    colliding keys are refused even when the pairs (their values differ) do not collide."""
+    pairs = [(k * MERSENNE, k) for k in range(1, MAX_SAME_HASH + 2)]
+    assert len({hash(pair) for pair in pairs}) == len(pairs)  # the pairs spread...
+    for name, function in (("collections.OrderedDict", collections.OrderedDict),
+                           ("dict", dict)):
+        with pytest.raises(OverflowError, match="one hash"):  # ...their keys do not
+            guarded_call(name, function)(pairs)
+        assert guarded_call(name, function)(pairs[:MAX_SAME_HASH]) == dict(pairs[:MAX_SAME_HASH])
+    with pytest.raises(ValueError, match="pairs"):
+        guarded_call("collections.OrderedDict", collections.OrderedDict)([("a", 1, 2)])
+
+
+def test_methods_get_their_keyword_arguments_and_join_its_exact_bound():
+    """A safe method receives the keywords the test passes; ``join`` is allowed up to
+    ``_MAX_JOIN_CHARS`` characters inclusive, and called wrongly fails as ``str.join`` does."""
+    assert guarded_method("a,b,c", "split")(",", maxsplit=1) == ["a", "b,c"]
+    assert guarded_method("a b", "split")(sep=None) == ["a", "b"]
+    limit = judge._MAX_JOIN_CHARS
+    assert len(guarded_method("", "join")(["x" * 1000] * (limit // 1000))) == limit
+    assert len(guarded_method("-", "join")(["x" * 999] * (limit // 1000))) == limit - 1
+    for args, kwargs in (((), {}), ((["a"], ["b"]), {}), ((), {"iterable": ["a"]})):
+        with pytest.raises(TypeError):
+            guarded_method(", ", "join")(*args, **kwargs)
+
+
+# --- the decoder's budget -----------------------------------------------------------------------
+
+
+def test_a_long_integer_costs_the_square_of_its_digits():
+    """``int(str)`` is quadratic: a 4300-digit integer is charged ``4300**2 // 100_000`` =
+    184 values, on top of the one it is, both by ``_Budget.parse_int`` and through a record."""
+    digits = "9" * 4300
+    budget = judge._Budget(184)
+    assert budget.parse_int(digits) == int(digits) and budget.left == 0
+    with pytest.raises(ValueError, match="too many values"):
+        judge._Budget(183).parse_int(digits)
+    plan = plan_tests("def f(x):\n    return x\n", "", ["assert f(1) == 1"])
+    many = ",".join([digits] * 600).encode()  # 600 * 185 values: more than MAX_ITEMS
+    records = judge.parse_records(b'R\nK\n[0,"v",[' + many + b']]\nD\n', plan)
+    assert records.values == {} and records.malformed == 1
+    fewer = ",".join([digits] * 500).encode()  # 500 * 185: fits
+    assert len(judge.parse_records(b'R\nK\n[0,"v",[' + fewer + b']]\nD\n', plan).values[0]) == 500
+
+
+def test_the_container_budget_is_spent_one_per_container_to_exactly_zero():
+    """``_Budget(items, containers)`` decodes exactly ``containers`` JSON arrays and objects;
+    the next one is refused."""
+    budget = judge._Budget(100, 2)
+    budget.spend_container()
+    budget.spend_container()
+    assert budget.containers == 0
+    with pytest.raises(ValueError, match="too many containers"):
+        budget.spend_container()
+    assert judge.decode_value([[1], 2], budget=judge._Budget(100, 2)) == [[1], 2]
+    with pytest.raises(ValueError, match="too many containers"):
+        judge.decode_value([[1], [2]], budget=judge._Budget(100, 2))
+
+
+def test_admits_refuses_a_line_by_its_commas_and_brackets_at_the_exact_bounds():
+    """A record's line shows at least one value per comma past its own two and one container
+    per ``[`` or ``{`` past its own one: it is refused unparsed when that exceeds what is left,
+    admitted when it equals it."""
+    budget = judge._Budget(3, 2)
+    assert budget.admits(b'[0,"v",[1,2,3,4]]')  # 5 commas: 3 values past the record's two
+    assert not budget.admits(b'[0,"v",[1,2,3,4,5]]')  # 6 commas: 4 > 3
+    assert budget.admits(b'[0,"v",[[]]]')  # 3 brackets: 2 containers past its own
+    assert not budget.admits(b'[0,"v",[[[]]]]')  # 4: 3 > 2
+    assert not budget.admits(b'[0,"v",{"a":{"b":{}}}]')  # braces count as brackets do

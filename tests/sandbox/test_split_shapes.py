@@ -4,6 +4,8 @@ context, only iterated). Pure: ``plan_tests`` parses, nothing runs."""
 
 from __future__ import annotations
 
+import types
+
 import pytest
 
 from grpo_core.sandbox import run_tests
@@ -38,6 +40,12 @@ def leaves(test: str) -> list[tuple[str, bool, bool]]:
     # a set display of candidate calls is the parent's; a method of the decoded value too
     ("assert {f(1), f(2)} == {1, 2}", [("f(1)", False, False), ("f(2)", False, False)]),
     ("assert f('AB').lower() == 'ab'", [("f('AB')", False, False)]),
+    # a join, a method of the test's own string, only iterates its argument
+    ("assert '-'.join(f('ab')) == 'a-b'", [("f('ab')", False, True)]),
+    # the items of a list or tuple display are values; a starred one is only iterated
+    ("assert [f(1), f(2)] == [1, 2]", [("f(1)", False, False), ("f(2)", False, False)]),
+    ("assert (f(1), not f(0)) == (1, True)", [("f(1)", False, False), ("f(0)", True, False)]),
+    ("assert [*g(1), f(5)] == [1, 2, 3, 4, 5]", [("g(1)", False, True), ("f(5)", False, False)]),
 ])
 def test_the_leaves_are_the_candidates_calls_and_nothing_around_them(test, expected):
     assert leaves(test) == expected
@@ -56,7 +64,38 @@ def test_what_the_parent_does_not_evaluate_on_candidate_values_is_refused():
     "assert list(zip(g(1), g(2)))[0] == (1, 2)",
     "assert f('AB').lower() == 'ab'",
     "assert {f(1), f(2)} == {1, 2}",
+    "assert '-'.join(f('ab')) == 'a-b'",
+    "assert [*g(1), f(5)] == [1, 2, 3, 4, 5]",
 ])
 def test_the_parent_judges_each_shape_right(test):
     assert run_tests(CODE, [test]).fraction == 1.0
     assert run_tests(WRONG, [test]).fraction == 0.0
+
+
+def test_a_refused_test_carries_a_judge_that_fails_it():
+    """Whatever refuses a test (a rebound trusted name, a name nobody binds), its judge is
+    still compiled code that evaluates to False: a caller that forgot ``refused`` would fail
+    the test, not crash or pass it."""
+    for code, test in ((CODE + "abs = f\n", "assert abs(g(1)[0]) == 1"),
+                       (CODE, "assert f(u) == w")):
+        (split,) = plan_tests(code, "", [test]).tests
+        assert split.refused and split.leaves == ()
+        assert isinstance(split.judge, types.CodeType) and eval(split.judge, {}) is False
+
+
+def test_names_nobody_binds_are_listed_in_the_reason():
+    """The reason a test is refused for names neither side binds names each of them,
+    sorted, as a comma-separated list."""
+    (split,) = plan_tests(CODE, "", ["assert f(w) == u"]).tests
+    assert "u, w" in split.refused
+
+
+def test_a_trusted_module_imported_under_another_name_is_called_by_its_own_name():
+    """Under ``import math as m`` (setup code), ``m.sqrt(f(x))`` is the parent's
+    ``math.sqrt``, allowed on the candidate's value; so is ``c.Counter`` for collections."""
+    setup = "import math as m\nimport collections as c\n"
+    for test in ("assert m.sqrt(f(4)) == 2", "assert c.Counter(g(1))[2] == 1"):
+        (split,) = plan_tests(CODE, setup, [test]).tests
+        assert not split.refused, split.refused
+        assert run_tests(CODE, [test], setup_code=setup).fraction == 1.0
+        assert run_tests(WRONG, [test], setup_code=setup).fraction == 0.0
