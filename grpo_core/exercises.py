@@ -28,6 +28,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from grpo_core.stats import bonferroni_z
+
 NOT_ATTEMPTED = "not attempted"
 WRONG = "wrong"
 CORRECT = "correct"
@@ -904,8 +906,6 @@ def _pass_at_k(answer: Any) -> str | None:
            "Three settings compared in pairs: the |z| each difference must reach (5 %, Bonferroni).",
            "three comparisons, each tested at 5 % / 3: |z| >= 2.39")
 def _bonferroni_bar(answer: Any) -> str | None:
-    from grpo_core.stats import bonferroni_z
-
     value = _number(answer)
     if abs(value - bonferroni_z(3)) < 0.01:
         return None
