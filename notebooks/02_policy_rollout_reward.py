@@ -16,11 +16,10 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/02_policy_rollout_reward.ipynb)
 #
-# **Needs:** a laptop CPU (about 3 GB of free memory: the model, its gradients and AdamW's two
-# moments) or a Colab GPU. **Takes:** a few minutes in `cpu`: one GRPO round, then one per
-# group of section 6. The start page lists its measured time and peak memory (`cpu` profile,
-# with the machine it was measured on); `smoke` runs every cell in seconds. Not yet measured
-# on a GPU.
+# **Needs:** a laptop CPU (the memory goes to the model, its gradients and AdamW's two moments)
+# or a Colab GPU. **Takes:** a few minutes in `cpu`: one GRPO round, then one per group of
+# section 6. The start page lists its measured time and peak memory (`cpu` profile, with the
+# machine it was measured on); `smoke` runs every cell in seconds. Not yet measured on a GPU.
 #
 # Lecture parts: "Reinforcement learning, in three functions", "One GRPO training round",
 # "The whole update is a few lines".

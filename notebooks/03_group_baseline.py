@@ -16,11 +16,11 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/03_group_baseline.ipynb)
 #
-# **Needs:** a laptop CPU (about 3 GB of free memory: the model, its gradients and AdamW's two
-# moments) or a Colab GPU. **Takes:** sections 1-2 (toy groups and the widget) run in seconds;
-# section 3 and 4 run a few updates. The start page lists its measured time and peak memory
-# (`cpu` profile, with the machine it was measured on); `smoke` runs every cell in seconds.
-# Not yet measured on a GPU.
+# **Needs:** a laptop CPU (the memory goes to the model, its gradients and AdamW's two moments)
+# or a Colab GPU. **Takes:** sections 1-2 (toy groups and the widget) run in seconds; section 3
+# and 4 run a few updates. The start page lists its measured time and peak memory (`cpu`
+# profile, with the machine it was measured on); `smoke` runs every cell in seconds. Not yet
+# measured on a GPU.
 #
 # Lecture parts: "The group is the baseline", "The reward must create variation",
 # "What GRPO drops: the critic".

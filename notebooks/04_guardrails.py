@@ -16,11 +16,11 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/04_guardrails.ipynb)
 #
-# **Needs:** a laptop CPU (about 3.5 GB of free memory: the policy, its gradients, AdamW's two
-# moments and, for one section, a reference model) or a Colab GPU. **Takes:** sections 1-2
-# (the clip by hand and its widget) run in seconds; the rest a few updates. The start page
-# lists its measured time and peak memory (`cpu` profile, with the machine it was measured
-# on); `smoke` runs every cell in seconds. Not yet measured on a GPU.
+# **Needs:** a laptop CPU (the memory goes to the policy, its gradients, AdamW's two moments
+# and, for one section, a reference model) or a Colab GPU. **Takes:** sections 1-2 (the clip by
+# hand and its widget) run in seconds; the rest a few updates. The start page lists its
+# measured time and peak memory (`cpu` profile, with the machine it was measured on); `smoke`
+# runs every cell in seconds. Not yet measured on a GPU.
 #
 # Lecture parts: "Two guardrails, two time scales", "Reusing a rollout adds a clip".
 #

@@ -16,10 +16,10 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/06_fixed_or_fresh.ipynb)
 #
-# **Needs:** a laptop CPU (about 3 GB of free memory) or a Colab GPU. **Takes:** a few minutes
-# in `cpu`: a small DPO run and a small GRPO run. The start page lists its measured time and
-# peak memory (`cpu` profile, with the machine it was measured on); `smoke` runs every cell in
-# seconds. Not yet measured on a GPU.
+# **Needs:** a laptop CPU (the memory goes to a policy, its reference and AdamW's moments) or a
+# Colab GPU. **Takes:** a few minutes in `cpu`: a small DPO run and a small GRPO run. The start
+# page lists its measured time and peak memory (`cpu` profile, with the machine it was measured
+# on); `smoke` runs every cell in seconds. Not yet measured on a GPU.
 #
 # Lecture part: "Fixed preferences or fresh samples".
 #

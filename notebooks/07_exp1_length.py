@@ -202,7 +202,7 @@ print(f"mean |len - 20|: {before:.1f} -> {after:.1f} characters")
 # that show it are the entropy falling toward 0 and `frac_reward_zero_std` rising toward 1
 # (every completion of a group the same, so every reward ties); `diagnose` reads both
 # (notebook 11). They show it once it is under way, not long before: in the 30-step run
-# recorded at the end of this notebook `frac_reward_zero_std` is 0.0 at every step (the
+# recorded at the end of this notebook `frac_reward_zero_std` is 0.00 at every step (the
 # lengths still differ within every group, so no rewards tie), and the entropy first *rises*
 # as the model leaves its usual answers and falls only over the last steps. The recorded run's
 # cell prints both.

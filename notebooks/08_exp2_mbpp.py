@@ -214,7 +214,7 @@ for name, probs in [("every p_i = 0.22", flat), ("p_i spread out", spread)]:
     draws = [summarize_groups(simulate_scores(probs, k_check, seed=s)).mixed_groups
              for s in range(2000)]
     print(f"{name:<17} mean p {probs.mean():.2f}: expected mixed groups "
-          f"{expected_mixed:5.2f} of 20 (eq. 8.3); fake policy, 2000 checks: "
+          f"{expected_mixed:4.1f} of 20 (eq. 8.3); fake policy, 2000 checks: "
           f"{sum(draws) / len(draws):5.2f} on average, {min(draws)}-{max(draws)}")
 
 # %% [markdown]

@@ -276,11 +276,10 @@ show_failure("truncation")
 # Experiment 1's prompts, rewarded by `detail_reward`: a tenth of a point per distinct word, a
 # stand-in for a judge that likes detailed answers. Nothing in it says "be long", but every
 # new word pays, so the completions grow with the reward, until they hit the budget (raised to
-# 256 tokens to leave room: the base model's answers to these prompts already average about
-# 200 tokens over the run's first two steps). In the recorded run the mean length went from
-# 178 tokens at step 1 to 252 at step 10 while the reward rose from 8.9 to 12.2, and from
-# step 5 on three quarters or more of the completions stopped at the budget, so truncation
-# is flagged too: the growth ran out of room. `diagnose` calls it gaming because no trained
+# 256 tokens to leave room: the base model's answers to these prompts are already long). The
+# cell prints the recorded run's mean length and reward at its first and last steps, and the
+# step from which most completions stopped at the budget, which is why truncation is flagged
+# too: the growth ran out of room. `diagnose` calls it gaming because no trained
 # reward is a length reward; experiment 1 (beside it), whose reward asks for 20 characters,
 # gets shorter instead. Ten steps of one seed show what the failure looks like, not how
 # reliably it happens.
@@ -290,6 +289,16 @@ from grpo_core.rewards import detail_reward
 
 print(inspect.getsource(detail_reward))
 show_failure("length gaming")
+gaming = recorded(gallery_entry("length gaming").run)
+if gaming is not None:
+    steps, length = series(gaming.records, "completions/mean_length")
+    _, reward = series(gaming.records, "reward")
+    _, cut = series(gaming.records, "completions/clipped_ratio")
+    # the first step from which every later step had three quarters or more cut off
+    from_step = next((s for i, s in enumerate(steps) if min(cut[i:]) >= 0.75), None)
+    print(f"mean length {length[0]:.0f} tokens at step {steps[0]} -> {length[-1]:.0f} at step "
+          f"{steps[-1]} (budget {gaming.config['max_new_tokens']}); reward {reward[0]:.1f} -> {reward[-1]:.1f}; three quarters "
+          f"or more cut off at the budget from step {from_step} on")
 
 # %% [markdown]
 # ### Hacking: the proxy climbs, the true score does not

@@ -23,12 +23,20 @@ SCRIPTS = paired_scripts()
 QUOTED: dict[str, dict[str, str]] = {
     "00_setup": {
         "1.5": "float32 spacing example: 1 + 2^-23 vs bfloat16's 2^-7 steps, settings",
+        "0.02": "a hand-made example: a typical weight's size, next to which bfloat16's spacing is shown",
     },
     "01_from_imitation_to_reward": {
-        "70%": "a hand-made example in the prose",
+        "70 %": "a hand-made example in the prose (the toy game's move 3)",
+        "0.5": "a hand-made example (the student's probability of 'cat') and a setting (the "
+               "teacher's temperature)",
+        "0.693": "arithmetic on the hand-made example: -log 0.5",
     },
     "02_policy_rollout_reward": {
         "1.16": "TRL's version number",
+    },
+    "04_guardrails": {
+        "0.6": "a hand-made example: a token's probability under the policy",
+        "2.4": "arithmetic: Qwen3-0.6B's 0.6 billion float32 weights at 4 bytes each",
     },
     "03_group_baseline": {
         "0.999": "AdamW's beta2, a setting",
@@ -38,6 +46,11 @@ QUOTED: dict[str, dict[str, str]] = {
     },
     "10_trl": {
         "1.16": "TRL's version number",
+    },
+    "12_noise_floor": {
+        "0.03": "a learner's question, a made-up difference (and the checklist's example)",
+        "0.1": "the checklist's made-up example of a comparison's smallest detectable change",
+        "2.64": "the Bonferroni bar of six comparisons (stats.bonferroni_z(6)), printed in 08",
     },
     "11_reading_the_run": {
         "7.5": "the T4's CUDA capability (a device fact)",
