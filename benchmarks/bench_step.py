@@ -155,9 +155,10 @@ def run_ours(steps: int, device: str, *, sizes: dict[str, int] = SIZES, precisio
     generations: list[tuple[float, int]] = []
     timed_decode(generations)
     from grpo_core.experiments import device_settings
-    from grpo_core.precision import apply_to_model, choose_precision, config_fields
+    from grpo_core.precision import apply_to_model, config_fields, detect_precision
 
-    precision = precision or choose_precision(device, requested="float32")
+    # float32 as a CPU without bfloat16 instructions runs it (a packed float32 sampling copy)
+    precision = precision or detect_precision(device, "float32")
     apply_to_model(model, precision)
     sampling = precision.sampling_dtype
     config = TrainConfig(**sizes, max_steps=steps + 1, learning_rate=LR, loss_type="grpo",

@@ -42,7 +42,8 @@ from grpo_core.evaluation import Evaluator, as_evaluator
 from grpo_core.logprobs import token_logprobs
 from grpo_core.lora import adapter_disabled, add_lora, has_adapter
 from grpo_core.loss import LOSS_TYPES, grpo_loss, masked_mean
-from grpo_core.precision import HALF_DTYPES, config_fields, precision_plan
+from grpo_core.packed import PackedLinear, pack_linears
+from grpo_core.precision import HALF_DTYPES, SAMPLING_DTYPES, config_fields, precision_plan
 from grpo_core.profiles import Profile
 from grpo_core.rewards import RewardFn
 from grpo_core.rollout import Rollout, chat_prompt, sample_group, stop_rule
@@ -111,7 +112,11 @@ class TrainConfig:
             copy of the policy in this dtype, refreshed after every update. On a CPU, decoding
             reads every weight once per token, so half the bytes is close to half the time;
             the log-probs and the update still use the float32 weights (under autocast).
+            ``"float32"`` makes a full-precision copy (useful with ``sampling_packed``).
             None samples from the policy itself.
+        sampling_packed: pack the sampling copy's linear layers once per refresh for the
+            CPU's oneDNN kernel (``grpo_core.packed``): about a third less time per decoding
+            step in float32 on a CPU. Needs ``sampling_dtype`` and a CPU model.
         attn_implementation: the attention kernel of the log-prob passes (forward and
             backward), e.g. ``"eager"``; None keeps the model's. Sampling keeps the model's.
             On a CPU, plain matmuls (``"eager"``) run the backward of these short sequences
@@ -162,6 +167,7 @@ class TrainConfig:
     save_checkpoint: bool = True
     autocast_dtype: str | None = None
     sampling_dtype: str | None = None
+    sampling_packed: bool = False
     attn_implementation: str | None = None
     loss_scaling: bool = False
     gradient_checkpointing: bool = False
@@ -230,10 +236,13 @@ class TrainConfig:
                     f"= {self.batch_size} completions do not fit micro-batches of "
                     f"{self.micro_batch_size}: the batch must be a whole number of micro-batches"
                 )
-        for name in ("autocast_dtype", "sampling_dtype"):
-            if getattr(self, name) not in (None, *HALF_DTYPES):
-                raise ValueError(f"{name} must be None or one of {HALF_DTYPES}, "
+        for name, allowed in (("autocast_dtype", HALF_DTYPES), ("sampling_dtype", SAMPLING_DTYPES)):
+            if getattr(self, name) not in (None, *allowed):
+                raise ValueError(f"{name} must be None or one of {allowed}, "
                                  f"got {getattr(self, name)!r}")
+        if self.sampling_packed and self.sampling_dtype is None:
+            raise ValueError("sampling_packed packs the sampling copy's layers: set "
+                             "sampling_dtype too (e.g. 'float32')")
         if self.loss_type not in LOSS_TYPES:
             raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
         if self.scale not in SCALES:
@@ -484,12 +493,21 @@ class _Run:
 
     @torch.no_grad()
     def refresh_sampler(self) -> None:
-        """Cast the policy's weights into the sampling copy (after every update and resume)."""
+        """Cast the policy's weights into the sampling copy (after every update and resume),
+        and pack its packed layers' weights again."""
         if self.sampler is None:
             return
-        for copied, weight in zip(self.sampler.parameters(), self.model.parameters(), strict=True):
+        weights = dict(self.model.named_parameters())
+        for name, copied in self.sampler.named_parameters():
+            weight = weights[name]
             if weight.requires_grad or copied.shape != weight.shape:
                 copied.data = weight.detach().to(copied.dtype)
+        sources = dict(self.model.named_modules())
+        for name, layer in self.sampler.named_modules():
+            if isinstance(layer, PackedLinear):
+                source = sources[name]
+                if source.weight.requires_grad or layer.released:
+                    layer.repack(source.weight, source.bias)
 
     def release_sampler(self) -> None:
         """Free the sampling copy's weights until :meth:`refresh_sampler` casts them again.
@@ -501,6 +519,9 @@ class _Run:
             return
         for copied in self.sampler.parameters():
             copied.data = copied.data.new_empty(0)
+        for layer in self.sampler.modules():
+            if isinstance(layer, PackedLinear):
+                layer.release()
 
     def evaluates_at(self, step: int) -> bool:
         """Step 0 (the base model), every ``eval_every``-th step and the last step."""
@@ -570,15 +591,25 @@ def make_optimizer(params: list[Tensor], config: TrainConfig) -> torch.optim.Opt
     return torch.optim.AdamW(params, **settings)
 
 
-def make_sampler(model: Any, dtype: str | None) -> Any:
-    """A frozen copy of ``model`` in ``dtype`` to sample from, or None when ``dtype`` is None."""
+def make_sampler(model: Any, dtype: str | None, packed: bool = False) -> Any:
+    """A frozen copy of ``model`` in ``dtype`` to sample from, or None when ``dtype`` is None.
+
+    ``packed``: its linear layers become :class:`grpo_core.packed.PackedLinear` (CPU only;
+    a LoRA model keeps its layers, which the adapters wrap)."""
     if dtype is None:
         return None
+    if packed and next(model.parameters()).device.type != "cpu":
+        raise ValueError("sampling_packed packs weights for the CPU's kernel; this model is on "
+                         f"{next(model.parameters()).device}")
     # deepcopy's memo hands it the converted weights, so no second float32 copy is ever made;
-    # tied weights stay tied (one memo entry), buffers (rotary frequencies) stay float32
+    # tied weights stay tied (one memo entry), buffers (rotary frequencies) stay float32. A
+    # float32 copy of float32 weights shares their memory until its layers are packed.
     memo = {id(p): torch.nn.Parameter(p.detach().to(getattr(torch, dtype)), requires_grad=False)
             for p in model.parameters()}
-    return copy.deepcopy(model, memo).eval()
+    sampler = copy.deepcopy(model, memo).eval()
+    if packed and not has_adapter(model):
+        pack_linears(sampler)
+    return sampler
 
 
 def make_reference(model: Any, beta: float) -> Any:
@@ -800,7 +831,7 @@ def _start(model, tokenizer, prompts, reward_funcs, config, reward_weights) -> _
         scaler = torch.amp.GradScaler(next(model.parameters()).device.type)
     return _Run(model, tokenizer, config, rows, funcs, weights, optimizer, params,
                 make_reference(model, config.beta), scaler=scaler,
-                sampler=make_sampler(model, config.sampling_dtype))
+                sampler=make_sampler(model, config.sampling_dtype, config.sampling_packed))
 
 
 def _require_float32_master_weights(params: list[Tensor]) -> None:

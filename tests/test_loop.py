@@ -19,6 +19,7 @@ from grpo_core.advantages import group_advantages
 from grpo_core.logprobs import completion_mask, token_logprobs
 from grpo_core.loop import TrainConfig, checkpoint_step, train
 from grpo_core.loss import LOSS_TYPES, grpo_loss
+from grpo_core.packed import packing_available
 
 PROMPTS = ["Say hello.", "Name a colour.", "Describe the sea."]
 GROUP = 4
@@ -508,6 +509,43 @@ def test_a_resumed_run_samples_from_the_checkpoints_weights(new_tiny_policy, tmp
     run.refresh_sampler()
     for copied, weight in zip(run.sampler.parameters(), model.parameters(), strict=True):
         assert torch.equal(copied, weight.detach().to(torch.bfloat16))
+
+
+@pytest.mark.skipif(not packing_available(), reason="this torch cannot pack weights")
+def test_a_packed_sampling_copy_samples_what_the_policy_would_and_follows_every_update(
+        new_tiny_policy):
+    from grpo_core.loop import _start, make_rollout, update
+    from grpo_core.packed import PackedLinear
+
+    model, tokenizer = new_tiny_policy(layers=2)
+    plain, _ = new_tiny_policy(layers=2)
+    settings = config(sampling_dtype="float32", sampling_packed=True)
+    run = _start(model, tokenizer, PROMPTS, [by_position], settings, None)
+    assert any(isinstance(m, PackedLinear) for m in run.sampler.modules())
+    assert not any(isinstance(m, PackedLinear) for m in run.model.modules())  # policy untouched
+    ids = tokenizer(["abc de", "fg hij"], return_tensors="pt").input_ids
+
+    def logits(m):
+        with torch.no_grad():
+            return m(ids).logits
+
+    before = logits(run.sampler)
+    batch = make_rollout(run, 1)
+    plain_run = _start(plain, tokenizer, PROMPTS, [by_position], config(), None)
+    # the same seed draws the same completions from the packed copy as from the policy
+    assert torch.equal(batch.rollout.completion_ids, make_rollout(plain_run, 1).rollout.completion_ids)
+    update(run, batch)
+    torch.testing.assert_close(logits(run.sampler), logits(run.model), atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(logits(run.sampler), before, atol=1e-4)  # the update reached it
+    run.release_sampler()
+    assert all(m.released for m in run.sampler.modules() if isinstance(m, PackedLinear))
+    run.refresh_sampler()
+    torch.testing.assert_close(logits(run.sampler), logits(run.model), atol=1e-5, rtol=1e-5)
+
+
+def test_packing_needs_a_sampling_copy():
+    with pytest.raises(ValueError, match="sampling_packed packs the sampling copy"):
+        config(sampling_packed=True).validate()
 
 
 def test_the_bf16_autocast_loss_matches_float32_on_a_fixed_batch(smoke_policy):

@@ -72,22 +72,45 @@ def test_the_gpu_profile_chooses_its_plan_from_the_device(name, fake_gpu):
         assert config.sampling_dtype is None
 
 
-def test_a_cpu_without_bf16_keeps_float32():
+def test_a_cpu_without_bf16_keeps_float32_and_samples_from_a_packed_copy_where_it_can():
     plan = choose_precision("cpu")
-    assert (plan.load_dtype, plan.autocast, plan.loss_scaling, plan.sampling_dtype) == (
-        "float32", None, False, None)
+    assert (plan.load_dtype, plan.autocast, plan.loss_scaling, plan.sampling_dtype,
+            plan.sampling_packed) == ("float32", None, False, None, False)
+    packed = choose_precision("cpu", packing=frozenset({"float32", "bfloat16"}))
+    assert (packed.autocast, packed.sampling_dtype, packed.sampling_packed) == (
+        None, "float32", True)
+    assert "packed float32 copy" in packed.reason and "packed" in packed.describe()
 
 
 def test_a_cpu_with_bf16_autocasts_and_samples_from_a_bf16_copy():
     plan = choose_precision("cpu", bf16_supported=True)
-    assert (plan.load_dtype, plan.autocast, plan.loss_scaling, plan.sampling_dtype) == (
-        "float32", "bfloat16", False, "bfloat16")
+    assert (plan.load_dtype, plan.autocast, plan.loss_scaling, plan.sampling_dtype,
+            plan.sampling_packed) == ("float32", "bfloat16", False, "bfloat16", False)
     assert "AMX" in plan.reason
+    packed = choose_precision("cpu", bf16_supported=True, packing=frozenset({"bfloat16"}))
+    assert (packed.sampling_dtype, packed.sampling_packed) == ("bfloat16", True)
+
+
+@pytest.mark.parametrize("can_pack", [True, False])
+def test_this_cpu_packs_the_sampling_copy_where_its_torch_can(monkeypatch, can_pack):
+    from grpo_core import packed
+
+    monkeypatch.setattr(packed, "packing_available", lambda dtype="float32": can_pack)
+    plan = detect_precision("cpu", "float32")
+    assert (plan.sampling_dtype, plan.sampling_packed) == (
+        ("float32", True) if can_pack else (None, False))
+    assert config_fields(plan)["sampling_packed"] is can_pack
+    gpu = choose_precision("cuda", capability=(8, 0), bf16_supported=True,
+                           packing=frozenset({"float32"}))
+    assert (gpu.sampling_dtype, gpu.sampling_packed) == (None, False)  # never on a GPU
 
 
 @pytest.mark.parametrize("has_bf16", [True, False])
 def test_the_cpu_profile_takes_the_cpus_plan_and_smoke_stays_float32(monkeypatch, has_bf16):
+    from grpo_core import packed
+
     monkeypatch.setattr(precision_module, "cpu_has_bf16", lambda: has_bf16)
+    monkeypatch.setattr(packed, "packing_available", lambda dtype="float32": False)
     cpu = profiles.get_profile("cpu")
     for config in (build_config(cpu, length_experiment(cpu)), TrainConfig.from_profile(cpu)):
         assert config.autocast_dtype == config.sampling_dtype == ("bfloat16" if has_bf16 else None)
@@ -140,7 +163,7 @@ def test_an_unknown_precision_is_refused_everywhere(monkeypatch):
 def test_the_config_takes_the_plans_fields_and_overrides_win():
     plan = choose_precision("cpu", requested="float16")
     assert config_fields(plan) == {"autocast_dtype": "float16", "loss_scaling": True,
-                                   "sampling_dtype": None}
+                                   "sampling_dtype": None, "sampling_packed": False}
     smoke = profiles.get_profile("smoke", precision="bfloat16")
     assert TrainConfig.from_profile(smoke).autocast_dtype == "bfloat16"
     assert TrainConfig.from_profile(smoke, autocast_dtype=None).autocast_dtype is None
@@ -196,9 +219,10 @@ def test_each_plan_trains_float32_weights_through_the_notebooks_path(tiny_gpu_pr
     model, tokenizer = load_policy(profile)  # from a bfloat16 checkpoint
     assert {p.dtype for p in model.parameters()} == {torch.float32}
     config = TrainConfig.from_profile(profile, **SIZES, save_checkpoint=False)
-    plan = choose_precision("cpu", requested=asked)
-    assert (config.autocast_dtype, config.loss_scaling, config.sampling_dtype) == (
-        plan.autocast, plan.loss_scaling, plan.sampling_dtype)
+    plan = detect_precision("cpu", asked)
+    assert (config.autocast_dtype, config.loss_scaling, config.sampling_dtype,
+            config.sampling_packed) == (plan.autocast, plan.loss_scaling, plan.sampling_dtype,
+                                        plan.sampling_packed)
     assert config.learning_rate == 1e-6  # the gpu profile's
     before = [p.detach().clone() for p in model.parameters()]
     result = train(model, tokenizer, ["Say hi.", "Name a colour."], length_reward, config,
@@ -228,7 +252,7 @@ def test_each_plan_trains_float32_weights_through_the_command_line(tiny_gpu_prof
     written = json.loads((out / "config.json").read_text())
     assert written["train"]["learning_rate"] == 1e-6
     notebook_path = TrainConfig.from_profile(profiles.get_profile("gpu", precision=asked))
-    for field in ("autocast_dtype", "loss_scaling", "sampling_dtype"):
+    for field in ("autocast_dtype", "loss_scaling", "sampling_dtype", "sampling_packed"):
         assert written["train"][field] == getattr(notebook_path, field)  # the same plan
     assert "--precision" in written["precision"]
 
