@@ -143,7 +143,7 @@ for dtype in (torch.float32, torch.bfloat16):
 # |---|---|
 # | autocast | the dtype of the matmuls (bfloat16, float16, or off) |
 # | loss scaling | with float16 only: float16's small range would flush small gradients to zero, so the loss is multiplied up before `backward` and the gradients divided back (`torch.amp.GradScaler`) |
-# | sampling copy | on a CPU with bfloat16 instructions, rollouts come from a bfloat16 copy of the policy: decoding reads every weight once per token, so half the bytes is close to half the time |
+# | sampling copy | on a CPU, rollouts come from a copy of the policy whose linear layers are packed once per update for the CPU's kernel (notebook 04, section 6): in bfloat16 where the CPU has the instructions (decoding reads every weight once per token, so half the bytes is close to half the time), else in float32 |
 #
 # Force another plan with the environment variable `GRPO_PRECISION` (`auto`, `bfloat16`,
 # `float16`, `float32`) before starting Jupyter, or `--precision` on the command line. This
@@ -168,11 +168,22 @@ devices = {  # name: (device, compute capability, bfloat16 support)
     "L4": ("cuda", (8, 9), True),
     "A100 / H100": ("cuda", (8, 0), True),
 }
-plans = {name: choose_precision(device, capability=capability, bf16_supported=bf16, name=name)
+# on a CPU, where torch can pack linear weights for its kernel (grpo_core.packed)
+can_pack = {"cpu": frozenset({"float32", "bfloat16"}), "cuda": frozenset()}
+plans = {name: choose_precision(device, capability=capability, bf16_supported=bf16, name=name,
+                                packing=can_pack[device])
          for name, (device, capability, bf16) in devices.items()}
+
+
+def sampling_copy(plan) -> str:
+    if plan.sampling_dtype is None:
+        return "the policy"
+    return f"{plan.sampling_dtype}{', packed' if plan.sampling_packed else ''}"
+
+
 print(pd.DataFrame({name: {"autocast": plan.autocast or "off",
                            "loss scaling": plan.loss_scaling,
-                           "sampling copy": plan.sampling_dtype or "the policy"}
+                           "sampling copy": sampling_copy(plan)}
                     for name, plan in plans.items()}).T.to_string())
 
 # %% [markdown]

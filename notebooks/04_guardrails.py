@@ -524,6 +524,44 @@ print(f"generation {generate_s:6.1f} s  ({generate_s / total:.0%})")
 print(f"update     {update_s:6.1f} s  ({update_s / total:.0%})")
 
 # %% [markdown]
+# The training loop does not sample from the model itself on a CPU: it samples from a copy
+# whose linear layers are **packed**. Each decoding step multiplies a handful of rows by every
+# weight matrix, and with so few rows the weights' layout in memory matters as much as the
+# arithmetic; oneDNN, the library under torch on a CPU, can rearrange each matrix once into
+# the blocked layout its kernel reads (`grpo_core.packed`). The copy is frozen between two
+# updates, so the loop packs once per step and then decodes every token with it (in bfloat16
+# where the CPU has bfloat16 instructions, float32 elsewhere). The same rollout (the updated
+# model, one seed) sampled from the model and from a packed float32 copy of it:
+
+# %%
+from grpo_core.loop import make_sampler
+from grpo_core.packed import packing_available
+
+
+def timed_rollout(sampling_model):
+    start = time.perf_counter()
+    rollout = sample_group(sampling_model, tokenizer, prompt, profile.group_size,
+                           max_new_tokens=profile.max_new_tokens,
+                           temperature=profile.temperature, top_p=profile.top_p,
+                           seed=profile.seed + 2)
+    return rollout, time.perf_counter() - start
+
+
+if packing_available():
+    start = time.perf_counter()
+    sampler = make_sampler(model, "float32", packed=True)
+    pack_s = time.perf_counter() - start
+    from_model, model_s = timed_rollout(model)
+    from_packed, packed_s = timed_rollout(sampler)
+    same = torch.equal(from_packed.completion_ids, from_model.completion_ids)
+    print(f"from the model        {model_s:6.1f} s")
+    print(f"from a packed copy    {packed_s:6.1f} s  (+ {pack_s:.1f} s to pack it once): "
+          f"{packed_s / model_s:.0%} of the time; the same completions: {same}")
+    del sampler
+else:
+    print("this torch cannot pack weights for its CPU kernel: the loop samples from the model")
+
+# %% [markdown]
 # What reuse buys: with `num_iterations` = μ updates on each rollout, one generation is shared
 # by μ updates, so each update costs `generate / μ + update`. From the two times just measured:
 
@@ -554,8 +592,8 @@ for reuse in (1, 2, 4):
 # tokens generated one after another, the update's with the number of tokens scored at once).
 # The split printed above was measured when this notebook was built, on an otherwise idle
 # machine; read it for your machine when you run it. (This section times the float32 model
-# directly; the training loop's `cpu` runs sample from a bfloat16 copy and autocast the update,
-# `make bench` prints that split.) So "generation is the slow part" holds where completions are
+# directly; the training loop's `cpu` runs sample from the packed copy, bfloat16 where the CPU
+# has the instructions, and autocast the update there; `make bench` prints that split.) So "generation is the slow part" holds where completions are
 # long and the update's matrix products are fast, not everywhere. What reuse costs is what
 # sections 1-4 showed: every update after the first learns from a rollout the policy no longer
 # produces, the ratios drift from 1, and the clip drops the gradient of the tokens past its band,
