@@ -97,6 +97,7 @@ def token_logprobs(
     temperature: float = ...,
     return_entropy: Literal[False] = ...,
     chunk_size: int = ...,
+    share_prompts: bool = ...,
 ) -> Tensor: ...
 @overload
 def token_logprobs(
@@ -108,6 +109,7 @@ def token_logprobs(
     temperature: float = ...,
     return_entropy: Literal[True],
     chunk_size: int = ...,
+    share_prompts: bool = ...,
 ) -> tuple[Tensor, Tensor]: ...
 def token_logprobs(
     model: Any,
@@ -118,6 +120,7 @@ def token_logprobs(
     temperature: float = 1.0,
     return_entropy: bool = False,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
+    share_prompts: bool = False,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """Per-token log-probs of the last ``logits_to_keep`` tokens under a causal LM (notebook 02, eq. (2.1)).
 
@@ -142,6 +145,11 @@ def token_logprobs(
         temperature: the sampling temperature (> 0).
         return_entropy: also return the per-token entropy (no gradient), for the metrics.
         chunk_size: positions per float32 block.
+        share_prompts: run the prompt part once per distinct prompt (a group's k rows hold
+            the same one) and the completions on top of its key/value cache
+            (:func:`shared_prompt_logits`): the same log-probs up to float rounding, fewer
+            multiply-adds. Ignored where no two neighbouring rows share a prompt or the model
+            recomputes activations (gradient checkpointing keeps no cache).
 
     Returns:
         ``[B, C]`` float32 log-probs; with ``return_entropy``, also ``[B, C]`` float32 entropies.
@@ -150,13 +158,16 @@ def token_logprobs(
     if completion_width == 0:
         empty = input_ids.new_zeros((input_ids.size(0), 0), dtype=torch.float32)
         return (empty, empty.clone()) if return_entropy else empty
-    outputs = model(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        logits_to_keep=scored_positions(input_ids.size(1), completion_width, input_ids.device),
-        use_cache=False,
-    )
-    logits = outputs.logits  # [B, C, V]
+    logits = None
+    if share_prompts and not _recomputes_activations(model):
+        logits = shared_prompt_logits(model, input_ids, attention_mask, completion_width)
+    if logits is None:
+        logits = model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            logits_to_keep=scored_positions(input_ids.size(1), completion_width, input_ids.device),
+            use_cache=False,
+        ).logits  # [B, C, V]
     labels = input_ids[:, -completion_width:]
     padding = attention_mask[:, -completion_width:] == 0
     logps = logprobs_from_logits(logits, labels, temperature, chunk_size).masked_fill(padding, 0.0)
@@ -165,6 +176,45 @@ def token_logprobs(
     with torch.no_grad():
         entropy = token_entropy(logits, temperature, chunk_size).masked_fill(padding, 0.0)
     return logps, entropy
+
+
+def shared_prompt_logits(
+    model: Any, input_ids: Tensor, attention_mask: Tensor, completion_width: int
+) -> Tensor | None:
+    """``[B, C, V]`` the logits that predict the completion tokens, with the prompt pass run
+    once per distinct prompt; None when no two neighbouring rows share their prompt.
+
+    A group's k rows hold the same (left-padded) prompt, so the full pass computes the
+    prompt's hidden states k times. Here the distinct prompts go through the model once
+    (``use_cache=True``), their key/value cache is copied to every row of their group, and a
+    second pass runs the completions on top of it: the last prompt position's logits predict
+    the first completion token, the second pass's the rest. Positions are numbered as in the
+    full pass (0..P+C-1, left padding included: no ``position_ids``), the attention masks are
+    the same, and gradients reach the prompt pass through the copied cache, summed over the
+    group's rows. At 2 prompts x 8 completions the prompt's rows drop from 16 to 2.
+
+    Args:
+        model: an HF-style causal LM that returns its key/value ``cache`` with
+            ``use_cache=True`` and accepts it back (``cache=``).
+        input_ids, attention_mask: ``[B, P + C]``, rows grouped (identical prompts adjacent).
+        completion_width: ``C`` (>= 1).
+    """
+    prompt_width = input_ids.size(1) - completion_width
+    prompts = torch.cat([input_ids[:, :prompt_width], attention_mask[:, :prompt_width]], dim=1)
+    distinct, copy_of = torch.unique_consecutive(prompts, dim=0, return_inverse=True)
+    if distinct.size(0) == input_ids.size(0):
+        return None
+    last = torch.tensor([prompt_width - 1], device=input_ids.device)  # see scored_positions
+    first = model(input_ids=distinct[:, :prompt_width], attention_mask=distinct[:, prompt_width:],
+                  logits_to_keep=last, use_cache=True)
+    first_logits = first.logits.index_select(0, copy_of)  # [B, 1, V]
+    if completion_width == 1:
+        return first_logits
+    cache = first.cache
+    _copy_rows(cache, copy_of)
+    rest = model(input_ids=input_ids[:, prompt_width:-1], attention_mask=attention_mask[:, :-1],
+                 cache=cache, use_cache=True).logits  # [B, C - 1, V]
+    return torch.cat([first_logits, rest], dim=1)
 
 
 def logprobs_from_logits(
@@ -271,6 +321,26 @@ def _blocks(shape: torch.Size, chunk_size: int):
     for row in range(rows):
         for start in range(0, width, chunk_size):
             yield row, start, min(start + chunk_size, width)
+
+
+def _copy_rows(cache: Any, rows: Tensor) -> None:
+    """Make row ``i`` of every layer's keys and values the old row ``rows[i]``, in place.
+
+    ``index_select``, not indexing (which HF's ``batch_select_indices`` uses): the backward of
+    ``tensor[rows]`` accumulates repeated rows in an order torch's CPU kernel does not fix, so
+    two runs with one seed would train slightly different weights; ``index_select``'s
+    backward adds them in order."""
+    for layer in cache.layers:
+        layer.keys = layer.keys.index_select(0, rows)
+        layer.values = layer.values.index_select(0, rows)
+
+
+def _recomputes_activations(model: Any) -> bool:
+    """Whether ``model`` uses activation (gradient) checkpointing, which keeps no cache."""
+    value = getattr(model, "is_activation_checkpointing", None)  # transformers' new name
+    if value is None:
+        value = getattr(model, "is_gradient_checkpointing", False)
+    return bool(value)
 
 
 def _check_model_inputs(

@@ -125,6 +125,10 @@ class TrainConfig:
             autocast, whose small range would underflow small gradients.
         gradient_checkpointing: recompute each layer's activations in the backward pass
             (less memory, about a third more compute; ``grpo_core.hardware.memory_plan``).
+        share_prompt_pass: the log-prob passes run each group's prompt once and its k
+            completions on top of its key/value cache (``logprobs.shared_prompt_logits``):
+            the same log-probs and gradients up to float rounding, fewer multiply-adds. Off
+            under gradient checkpointing, which keeps no cache.
         lora_rank: 0 trains every weight; r >= 1 adds LoRA adapters of rank r
             (``grpo_core.lora``) and trains only them. With beta > 0 the reference is then the
             base model with the adapters switched off: no second copy.
@@ -171,6 +175,7 @@ class TrainConfig:
     attn_implementation: str | None = None
     loss_scaling: bool = False
     gradient_checkpointing: bool = False
+    share_prompt_pass: bool = True
     lora_rank: int = 0
     lora_alpha: float | None = None
     lora_targets: str | tuple[str, ...] = "all-linear"
@@ -392,7 +397,8 @@ def frozen_logps(run: _Run, model: Any, batch: Batch) -> Tensor:
     for rows in run.micro_batches():
         with run.autocast(), run.attention(model):
             parts.append(token_logprobs(model, batch.input_ids[rows], batch.attention_mask[rows],
-                                        batch.width, temperature=run.config.temperature))
+                                        batch.width, temperature=run.config.temperature,
+                                        share_prompts=run.config.share_prompt_pass))
     return torch.cat(parts)
 
 
@@ -418,7 +424,8 @@ def update(run: _Run, batch: Batch) -> dict[str, float]:
         with run.autocast(), run.attention(model):
             logps, entropy = token_logprobs(model, batch.input_ids[rows], batch.attention_mask[rows],
                                             batch.width, temperature=cfg.temperature,
-                                            return_entropy=True)
+                                            return_entropy=True,
+                                            share_prompts=cfg.share_prompt_pass)
         old = None if batch.old_logps is None else batch.old_logps[rows]
         ref = None if batch.ref_logps is None else batch.ref_logps[rows]
         loss, metrics = grpo_loss(

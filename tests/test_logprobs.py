@@ -12,6 +12,7 @@ from grpo_core.logprobs import (
     completion_mask,
     logprobs_from_logits,
     sequence_logprob,
+    shared_prompt_logits,
     token_entropy,
     token_logprobs,
 )
@@ -359,3 +360,81 @@ def test_the_gradient_of_bf16_logits_at_a_temperature_is_computed_in_float32():
     # off by bf16's rounding of the result only (a bf16 softmax would be off by ~1e-2)
     torch.testing.assert_close(leaf_logits.grad.double(), reference.grad.to(torch.bfloat16).double(),
                                rtol=8e-3, atol=1e-4)
+
+
+# --- the prompt pass shared by a group's rows ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def grouped_batch():
+    """Two groups of three rows: the prompts of the first group left-padded by one, each row
+    its own completion (right-padded after its EOS)."""
+    prompts = torch.tensor([[PAD, 5, 6, 7]] * 3 + [[8, 9, 10, 11]] * 3)
+    completions = torch.tensor([[11, 12, 13, EOS], [14, EOS, PAD, PAD], [15, 16, 17, 18],
+                                [19, 20, EOS, PAD], [EOS, PAD, PAD, PAD], [21, 22, 23, 24]])
+    comp_mask = completion_mask(completions, EOS)
+    return (torch.cat([prompts, completions], 1),
+            torch.cat([(prompts != PAD).long(), comp_mask], 1), comp_mask)
+
+
+@pytest.mark.parametrize("width", [4, 1])
+def test_sharing_the_prompt_pass_gives_the_full_pass_log_probs_and_gradients(tiny_lm,
+                                                                            grouped_batch, width):
+    input_ids, attention_mask, _ = grouped_batch
+    if width == 1:
+        input_ids, attention_mask = input_ids[:, :-3], attention_mask[:, :-3]
+    results = {}
+    for share in (False, True):
+        tiny_lm.zero_grad(set_to_none=True)
+        logps, entropy = token_logprobs(tiny_lm, input_ids, attention_mask, width,
+                                        temperature=0.7, return_entropy=True,
+                                        share_prompts=share)
+        (logps * torch.arange(1.0, width + 1)).sum().backward()
+        results[share] = (logps.detach(), entropy,
+                          [p.grad.clone() for p in tiny_lm.parameters()])
+    tiny_lm.zero_grad(set_to_none=True)
+    (full, full_entropy, full_grads), (shared, shared_entropy, shared_grads) = results.values()
+    torch.testing.assert_close(shared, full, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(shared_entropy, full_entropy, atol=1e-5, rtol=1e-5)
+    for got, want in zip(shared_grads, full_grads, strict=True):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+
+
+def test_the_prompt_pass_runs_once_per_group_and_the_completions_on_its_cache(tiny_lm,
+                                                                             grouped_batch):
+    input_ids, attention_mask, comp_mask = grouped_batch
+    calls = []
+    forward = tiny_lm.forward
+
+    def recorded(*args, **kwargs):
+        calls.append((tuple(kwargs["input_ids"].shape), kwargs.get("cache") is not None))
+        return forward(*args, **kwargs)
+
+    tiny_lm.forward = recorded
+    try:
+        logits = shared_prompt_logits(tiny_lm, input_ids, attention_mask, comp_mask.size(1))
+    finally:
+        del tiny_lm.forward
+    assert calls == [((2, 4), False), ((6, 3), True)]  # 2 prompts, then 6 rows x (C - 1)
+    assert logits.shape == (6, 4, VOCAB)
+
+
+def test_rows_that_share_no_prompt_take_the_full_pass(tiny_lm, batch):
+    input_ids, attention_mask, comp_mask = batch
+    assert shared_prompt_logits(tiny_lm, input_ids, attention_mask, comp_mask.size(1)) is None
+
+
+def test_a_model_that_recomputes_activations_is_not_asked_for_a_cache(grouped_batch,
+                                                                      monkeypatch):
+    import grpo_core.logprobs as logprobs
+
+    class Checkpointed(torch.nn.Module):
+        is_activation_checkpointing = True
+
+    monkeypatch.setattr(logprobs, "shared_prompt_logits",
+                        lambda *a: pytest.fail("a checkpointed model keeps no cache"))
+    input_ids, attention_mask, comp_mask = grouped_batch
+    model = Checkpointed()
+    model.forward = lambda **kwargs: type("Out", (), {"logits": torch.zeros(
+        input_ids.size(0), comp_mask.size(1), VOCAB)})()
+    token_logprobs(model, input_ids, attention_mask, comp_mask.size(1), share_prompts=True)

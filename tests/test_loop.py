@@ -543,6 +543,25 @@ def test_a_packed_sampling_copy_samples_what_the_policy_would_and_follows_every_
     torch.testing.assert_close(logits(run.sampler), logits(run.model), atol=1e-5, rtol=1e-5)
 
 
+def test_sharing_the_prompt_pass_leaves_the_update_as_it_was(new_tiny_policy):
+    """Two runs from the same weights and seed, one with the prompt pass shared by each
+    group's rows (the default) and one without: the same loss, and weights equal to float
+    rounding after two updates."""
+    results = {}
+    for share in (True, False):
+        model, tokenizer = new_tiny_policy(layers=2)
+        result = train(model, tokenizer, PROMPTS, by_position,
+                       config(max_steps=2, share_prompt_pass=share), progress=False)
+        results[share] = (result.metrics, [p.detach().clone() for p in model.parameters()])
+    (shared_metrics, shared), (full_metrics, full) = results[True], results[False]
+    for got, want in zip(shared_metrics, full_metrics, strict=True):
+        assert got["loss"] == pytest.approx(want["loss"], abs=1e-6)
+    initial = [p.detach() for p in new_tiny_policy(layers=2)[0].parameters()]
+    assert any(not torch.allclose(a, b) for a, b in zip(shared, initial, strict=True))  # it learned
+    for got, want in zip(shared, full, strict=True):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+
+
 def test_packing_needs_a_sampling_copy():
     with pytest.raises(ValueError, match="sampling_packed packs the sampling copy"):
         config(sampling_packed=True).validate()
@@ -606,7 +625,8 @@ def test_the_log_prob_passes_use_the_configured_attention_and_restore_it(tiny_po
         batch = make_rollout(run, 1)
         seen.clear()
         losses[kernel] = update(run, batch)["loss"]
-        assert seen == ["sdpa" if kernel is None else "eager"]  # one micro-batch, one pass
+        # one micro-batch: the groups' shared prompt pass, then the completions on its cache
+        assert seen == ["sdpa" if kernel is None else "eager"] * 2
         assert model.config._attn_implementation == "sdpa"  # and back for sampling
     assert losses["eager"] == pytest.approx(losses[None], abs=1e-6)
 
