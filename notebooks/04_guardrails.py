@@ -584,7 +584,10 @@ for reuse in (1, 2, 4):
 #   answers are short no longer pays for its longest one on every row (the same draws, the
 #   same distribution).
 # - **The update** is one forward and one backward pass over all B × (prompt + completion)
-#   tokens at once: large matrix products, bound by arithmetic.
+#   tokens at once: large matrix products, bound by arithmetic. (The cell above times that
+#   plain pass. The training loop runs each group's prompt once and its k completions on top
+#   of the prompt's key/value cache, `TrainConfig.share_prompt_pass`: the same log-probs and
+#   gradients up to float rounding, and at 2 prompts × 8 the prompt's rows drop from 16 to 2.)
 #
 # On a laptop CPU the arithmetic is slow too (a couple of cores, tens of GFLOP/s), so the update
 # costs a sizeable share: with short completions about as much as generating them, and the
