@@ -562,6 +562,25 @@ def test_sharing_the_prompt_pass_leaves_the_update_as_it_was(new_tiny_policy):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.skipif(not packing_available(), reason="this torch cannot pack weights")
+def test_a_resumed_run_packs_the_checkpoints_weights(new_tiny_policy, tmp_path):
+    from grpo_core.checkpoints import restore_checkpoint
+    from grpo_core.loop import _start
+
+    settings = {"sampling_dtype": "float32", "sampling_packed": True, "max_steps": 2,
+                "save_checkpoint": True}
+    model, tokenizer = new_tiny_policy()
+    train(model, tokenizer, PROMPTS, by_position, config(**settings), tmp_path, progress=False)
+    fresh, _ = new_tiny_policy()
+    run = _start(fresh, tokenizer, PROMPTS, [by_position], config(**settings), None)
+    restore_checkpoint(tmp_path, run.model, run.optimizer)
+    run.refresh_sampler()  # not released since it was packed: the trained weights must reach it
+    ids = tokenizer(["abc de"], return_tensors="pt").input_ids
+    with torch.no_grad():
+        torch.testing.assert_close(run.sampler(ids).logits, model(ids).logits, atol=1e-5,
+                                   rtol=1e-5)
+
+
 def test_packing_needs_a_sampling_copy():
     with pytest.raises(ValueError, match="sampling_packed packs the sampling copy"):
         config(sampling_packed=True).validate()
