@@ -14,7 +14,7 @@ A plan has four parts (:class:`Precision`):
   would flush small gradients to zero;
 - **a sampling copy**: on a CPU, rollouts are sampled from a copy of the policy whose linear
   layers are packed once per update for oneDNN's kernel (``grpo_core.packed``: a decoding
-  step in float32 took 105 ms instead of 71 ms on the course's machine), in bfloat16 where the
+  step in float32 took 71 ms instead of 105 ms on the course's machine), in bfloat16 where the
   CPU has bfloat16 matrix instructions (decoding reads every weight once per token, so half
   the bytes is close to half the time) and in float32 elsewhere; on a GPU they are sampled
   from the policy under autocast.
