@@ -11,7 +11,7 @@ refreshes it after each one), so it packs once per step and then decodes every t
 
 Measured on a 2-core AMD EPYC (AVX512-BF16), idle, SmolLM2-135M, 16 rows, a 32-token
 decode: a float32 decoding step 105 ms -> 71 ms packed; bfloat16 66 ms -> 52 ms (the numbers
-``benchmarks/bench_step.py`` reports for the whole step are in the README).
+``benchmarks/bench_step.py`` reports for the whole step are in docs/performance.md).
 
 What it leaves out: the training pass keeps ``nn.Linear`` (its weights change every step and
 its matrices have thousands of rows, where packing per call is cheap); the ops are private
