@@ -13,8 +13,9 @@ Measured on a 2-core AMD EPYC (AVX512-BF16), idle, SmolLM2-135M, 16 rows, a 32-t
 decode: a float32 decoding step 105 ms -> 71 ms packed; bfloat16 66 ms -> 52 ms (the numbers
 ``benchmarks/bench_step.py`` reports for the whole step are in docs/performance.md).
 
-What it leaves out: the training pass keeps ``nn.Linear`` (its weights change every step and
-its matrices have thousands of rows, where packing per call is cheap); the ops are private
+What it leaves out: the training pass keeps ``nn.Linear`` (its weights change at every step,
+its products have thousands of rows, and it needs gradients; packing there was not tried);
+the ops are private
 to torch (:func:`packing_available` checks them, and the plan falls back to sampling from the
 policy itself where they are missing or disagree with ``linear``).
 """
