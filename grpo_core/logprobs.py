@@ -178,6 +178,16 @@ def token_logprobs(
     return logps, entropy
 
 
+def distinct_prompts(prompt_ids: Tensor, prompt_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The distinct rows of a grouped batch of ``[B, P]`` prompts (rows come group after
+    group, so identical ones are neighbours): ``([D, P] ids, [D, P] mask, [B] copy_of)``, where
+    row ``i`` of the batch is distinct row ``copy_of[i]``."""
+    width = prompt_ids.size(1)
+    distinct, copy_of = torch.unique_consecutive(torch.cat([prompt_ids, prompt_mask], dim=1),
+                                                 dim=0, return_inverse=True)
+    return distinct[:, :width], distinct[:, width:], copy_of
+
+
 def shared_prompt_logits(
     model: Any, input_ids: Tensor, attention_mask: Tensor, completion_width: int
 ) -> Tensor | None:
@@ -200,13 +210,13 @@ def shared_prompt_logits(
         completion_width: ``C`` (>= 1).
     """
     prompt_width = input_ids.size(1) - completion_width
-    prompts = torch.cat([input_ids[:, :prompt_width], attention_mask[:, :prompt_width]], dim=1)
-    distinct, copy_of = torch.unique_consecutive(prompts, dim=0, return_inverse=True)
-    if distinct.size(0) == input_ids.size(0):
+    prompt_ids, prompt_mask, copy_of = distinct_prompts(input_ids[:, :prompt_width],
+                                                        attention_mask[:, :prompt_width])
+    if prompt_ids.size(0) == input_ids.size(0):
         return None
     last = torch.tensor([prompt_width - 1], device=input_ids.device)  # see scored_positions
-    first = model(input_ids=distinct[:, :prompt_width], attention_mask=distinct[:, prompt_width:],
-                  logits_to_keep=last, use_cache=True)
+    first = model(input_ids=prompt_ids, attention_mask=prompt_mask, logits_to_keep=last,
+                  use_cache=True)
     first_logits = first.logits.index_select(0, copy_of)  # [B, 1, V]
     if completion_width == 1:
         return first_logits

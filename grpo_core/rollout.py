@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from grpo_core.logprobs import completion_mask, token_logprobs
+from grpo_core.logprobs import completion_mask, distinct_prompts, token_logprobs
 from grpo_core.profiles import Profile
 
 if TYPE_CHECKING:
@@ -266,16 +266,13 @@ def _decode(model, input_ids, attention_mask, max_new_tokens, eos_token_ids, pad
     eos = torch.tensor(eos_token_ids, device=device)
     finished = torch.zeros(rows, dtype=torch.bool, device=device)
     stopped_at = torch.zeros(rows, dtype=torch.long, device=device)
-    # the distinct prompts (rows come group after group: identical rows are neighbours)
-    distinct, copy_of = torch.unique_consecutive(torch.cat([input_ids, attention_mask], dim=1),
-                                                 dim=0, return_inverse=True)
+    unique_ids, unique_mask, copy_of = distinct_prompts(input_ids, attention_mask)
     width = input_ids.size(1)
-    unique_ids, unique_mask = distinct[:, :width], distinct[:, width:]
     last = torch.tensor([width - 1], device=device)  # an index: see scored_positions
     logits = model(input_ids=unique_ids, attention_mask=unique_mask,
                    position_ids=_positions(unique_mask), cache=cache, use_cache=True,
                    logits_to_keep=last).logits[:, -1]
-    if distinct.size(0) < rows:
+    if unique_ids.size(0) < rows:
         cache.batch_select_indices(copy_of)
     all_logits = logits[copy_of]  # [B, V]: every row's latest logits, ended rows' included
     alive = torch.arange(rows, device=device)  # the original rows still in the batch
