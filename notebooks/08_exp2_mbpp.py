@@ -16,11 +16,11 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/08_exp2_mbpp.ipynb)
 #
-# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** `cpu` profile 3.7 min to build
-# on a 2-core CPU machine, otherwise idle. Sections 1-2 (the reward, toy groups, the
-# fake policy) run in seconds, and section 4 shows recorded runs of the k sweep without
-# training anything; the `smoke` profile (seconds per cell) and all the other timings are in
-# the README's timing table. Not yet measured on a GPU.
+# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** sections 1-2 (the reward, toy
+# groups, the fake policy) run in seconds; section 3 samples from the model; sections 4-5 read
+# recorded runs instead of training for an hour. The start page lists its measured time and
+# peak memory (`cpu` profile, with the machine it was measured on); `smoke` runs every cell in
+# seconds. Not yet measured on a GPU.
 #
 # Lecture part: "GRPO for coding example (exp 2)", "Does the task give signal?", "Three
 # different versions". The model writes a Python function; we run the problem's asserts in the
@@ -214,7 +214,7 @@ for name, probs in [("every p_i = 0.22", flat), ("p_i spread out", spread)]:
     draws = [summarize_groups(simulate_scores(probs, k_check, seed=s)).mixed_groups
              for s in range(2000)]
     print(f"{name:<17} mean p {probs.mean():.2f}: expected mixed groups "
-          f"{expected_mixed:5.2f} of 20 (eq. 8.3); fake policy, 2000 checks: "
+          f"{expected_mixed:4.1f} of 20 (eq. 8.3); fake policy, 2000 checks: "
           f"{sum(draws) / len(draws):5.2f} on average, {min(draws)}-{max(draws)}")
 
 # %% [markdown]
@@ -354,6 +354,68 @@ else:
 # step's compute is wasted. For a small model MBPP is mostly the *too hard* case, which is
 # why the `cpu` profile trains on easier problems: the task has to sit at the edge of the
 # *model's* ability, not the lecture's.
+
+# %% [markdown]
+# ### Interlude: the statistics of a held-out score, by hand
+#
+# Section 4 compares runs by their held-out scores, with standard errors and z. Four ideas
+# carry it; here they are on a table small enough to check by hand: five held-out problems,
+# two samples each, scored before and after training (1 = every assert passed).
+#
+# 1. **The unit is the problem.** Two samples of one problem share its difficulty, so they
+#    are not two independent measurements. Average each problem's samples first, then take the
+#    spread of those problem means: the **standard error** of the score is
+#    $\mathrm{sd}_i(y_i)/\sqrt N$ over the $N$ problems.
+# 2. **The change is paired.** Both scores are taken on the same problems, and a hard problem
+#    stays hard: subtract problem by problem, $d_i = y_i^\text{after} - y_i^\text{before}$, and
+#    take the standard error of the $d_i$. The difficulty cancels inside each $d_i$, so this is
+#    smaller than the two scores' standard errors combined.
+# 3. **z** is the change in units of its standard error. With no real change, |z| ≥ 2 happens
+#    about 5 % of the time (two-sided): a single |z| ≥ 2 is unlikely to be chance alone.
+# 4. **Several comparisons need a stricter bar.** Look at six differences at once and the
+#    chance that *some* |z| reaches 2 by luck alone is far above 5 %. Bonferroni's fix: test each
+#    at 5 % / 6, which puts the bar at |z| ≥ 2.64.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+from grpo_core.stats import bonferroni_z, paired_difference, problem_means, standard_error
+
+before = {"p1": [0, 0], "p2": [1, 0], "p3": [0, 0], "p4": [1, 1], "p5": [0, 0]}
+after = {"p1": [1, 0], "p2": [1, 1], "p3": [0, 0], "p4": [1, 1], "p5": [1, 0]}
+means_before, means_after = problem_means(before), problem_means(after)
+print("problem means before:", means_before)
+print("problem means after: ", means_after)
+se_before = standard_error(list(means_before.values()))
+se_after = standard_error(list(means_after.values()))
+as_if_independent = standard_error([v for values in after.values() for v in values])
+print(f"score after {sum(means_after.values()) / 5:.2f} ± {se_after:.3f} over problems "
+      f"(treating the 10 samples as independent would say ± {as_if_independent:.3f})")
+change = paired_difference(means_after, means_before)
+unpaired = (se_before**2 + se_after**2) ** 0.5
+print(f"change {change.mean:+.2f} ± {change.sem:.3f} paired (the two errors combined: "
+      f"± {unpaired:.3f}), z = {change.z:+.2f}")
+print(f"the bar for one comparison: |z| >= {bonferroni_z(1):.2f}; "
+      f"for six at once: |z| >= {bonferroni_z(6):.2f}")
+
+# %% [markdown]
+# By hand: the problem means after training are 0.5, 1, 0, 1, 0.5 (mean 0.6); their
+# deviations from 0.6 are −0.1, 0.4, −0.6, 0.4, −0.1, whose squares sum to 0.7, so
+# $\mathrm{sd} = \sqrt{0.7/4} \approx 0.418$ and the standard error is $0.418/\sqrt5 \approx
+# 0.187$. The changes $d_i$ are 0.5, 0.5, 0, 0, 0.5 (mean 0.3, sd ≈ 0.274, standard error ≈
+# 0.122): smaller than the two errors combined (0.274), because p3 and p4 changed by nothing. Five problems
+# are far too few for a verdict (z ≈ 2.4 here would not pass a bar of 2.64 among six
+# comparisons); section 4 has 115.
+#
+# How often does chance alone pass the bar? Six comparisons in which nothing differs,
+# simulated many times: how often at least one |z| reaches 1.96, and how often 2.64:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+generator = torch.Generator().manual_seed(0)
+null_z = torch.randn(100_000, 6, generator=generator)  # six z's with no real difference
+for bar in (bonferroni_z(1), bonferroni_z(6)):
+    false_alarm = (null_z.abs() >= bar).any(dim=1).float().mean().item()
+    print(f"|z| >= {bar:.2f} somewhere among 6: {false_alarm:.1%} of the time")
 
 # %% [markdown]
 # ## 4. Group size: k = 2, 8 and 16 at the same cost per step
@@ -598,38 +660,321 @@ if lead is not None and lead.has_samples:
         print(row["completion"])
 
 # %% [markdown]
-# ### What the runs show
+# ### The same comparison over seeds
 #
-# - **Reward climbs, on problems never trained on.** Every run's held-out score rose from
-#   the base model's 0.154 ± 0.020 to between 0.357 ± 0.031 (k = 8) and 0.435 ± 0.033
-#   (k = 8, seed 1) at step 40, changes of +0.20 to +0.28 with z from +6.6 to +9.8: far
-#   beyond what evaluation noise gives. The lecture's claim holds at the course's scale.
-# - **Most of it came early.** The climb was made by step 20; from step 20 to 40 the change
-#   is +0.042 ± 0.021 (z +2.0) at k = 2 and within ±1.2 standard errors of zero in the other
-#   three runs. The training reward kept rising (0.24-0.36 in the first fifth, 0.56-0.83 in
-#   the last) while the held-out score mostly did not: read alone, the training reward
-#   would overstate what the second half taught about problems the model has not seen.
-# - **What it learned is largely the format, and some code.** At step 0, 82 % of k = 8's
-#   held-out completions open with the code fence the prompt asks for and 12 % run into the
-#   192-token budget; from step 20 on every one opens with it and none is cut, and they are a
-#   third as long (214 -> 73 characters). The fenced completions also score more (0.168 ->
-#   0.358), so the code inside improved too; 77 problems rose and 15 fell of 115.
-# - **No k is shown to learn more than another.** Per 1000 completions k = 2 gained the most
-#   (0.41) and the first k = 8 run the least (0.32), but no difference between two group
-#   sizes reaches |z| = 2 (the largest, k = 2 - k = 8, is +0.059 ± 0.032, z 1.8). And the two
-#   seeds of k = 8 differ by -0.077 ± 0.032 (z -2.4), more than any two k: the paired
-#   standard error counts the evaluation's sampling noise, not the spread between training
-#   runs, and at 40 steps one run's seed moves the result as much as the group size does. To
-#   rank the k, train several seeds of each and compare their spread, not one run of each.
-# - **The zero-std share follows k as (8.3) says, roughly.** Measured over all steps: 0.56,
-#   0.23, 0.15 for k = 2, 8, 16 (0.24 for the second seed): the larger the group, the fewer
-#   prompts wasted. The pooled prediction (0.68, 0.17, 0.03) and the per-problem one (0.67,
-#   0.48, 0.45) bracket k = 8 and 16; k = 2 sits below both, as it would once the pass
-#   rate rises during training towards p = 0.5, where two samples agree only half the time
-#   ($p^2 + (1-p)^2 = 0.5$).
+# The table above compares one run of each k, and the two seeds of k = 8 show how far one
+# run's seed can move its result. Each setting was recorded with several seeds
+# (`tools/record_runs.py`: the same command with `--seed 1`, `2`, ...), and
+# `grpo_core.seeds` groups the runs that differ in nothing but the seed (it refuses runs that
+# differ in more). Per k: each seed's held-out change with its z, and the mean change with
+# its standard error **over seeds** (notebook 12 explains why this, not a single run's z, is
+# the yardstick for "k = 8 learns more than k = 2"):
+
+# %%
+from grpo_core.seeds import group_by_setup, seed_group
+from grpo_core.stats import z_score
+
+plain_runs = [path for path in list_runs()
+              if path.name.startswith("exp2-k") and "dynamic" not in path.name]
+by_k = {}
+for group in group_by_setup(plain_runs):
+    by_k[group[0].config["train"]["group_size"]] = seed_group(group)
+seed_rows = []
+for k, summary in sorted(by_k.items()):
+    several = len(summary.seeds) > 1
+    seed_rows.append({"k": k, "seeds": len(summary.seeds),
+                      "each seed: change (z)": "; ".join(
+                          f"{c.change:+.3f} ({c.z:+.1f})" for c in summary.changes),
+                      "mean ± SE over seeds": f"{summary.mean_change:+.3f} ± "
+                                              f"{summary.seed_sem:.3f}" if several else "one seed"})
+if seed_rows:
+    display(pd.DataFrame(seed_rows).set_index("k"))
+ks = [k for k, summary in sorted(by_k.items()) if len(summary.seeds) > 1]
+k_pairs = [(a, b) for i, a in enumerate(ks) for b in ks[i + 1:]]
+if k_pairs:
+    bar = bonferroni_z(len(k_pairs))
+    for a, b in k_pairs:
+        gap = by_k[a].mean_change - by_k[b].mean_change
+        error = (by_k[a].seed_sem ** 2 + by_k[b].seed_sem ** 2) ** 0.5
+        z = z_score(gap, error)
+        verdict = "beyond" if z is not None and abs(z) >= bar else "within"
+        print(f"k = {a} - k = {b}: {gap:+.3f} ± {error:.3f} over seeds "
+              f"(z {z:+.1f}: {verdict} the bar |z| >= {bar:.2f} for {len(k_pairs)} comparisons)")
+else:
+    print("fewer than two group sizes have two seeds: no comparison over seeds yet")
 
 # %% [markdown]
-# ## 5. Train it yourself (a short live demo)
+# ### pass@1 against pass@k: sharpening or new solutions?
+#
+# Each held-out problem has 3 samples, so besides the mean score (the share of asserts
+# passed) the evaluation gives **pass@1**, the chance that one sample passes every assert, and
+# **pass@3**, the chance that at least one of three does (Chen et al. 2021's unbiased
+# estimator, `grpo_core.stats.pass_at_k`; notebook 12, eq. (12.4)). If training raised
+# pass@1 but not pass@3, it made the model produce more reliably what it could already
+# produce sometimes (*sharpening*); a rise in pass@3 means problems on which none of its
+# samples passed before now have one that does. Per run, from step 0 to the last evaluation
+# (from the kept samples; newer runs also log `eval/unit_test_reward/pass@1` and `pass@3`):
+
+# %%
+pass_rows = []
+for k, summary in sorted(by_k.items()):
+    for name in summary.runs:
+        held = load_run(name).samples(split="held_out")
+        if len(held.steps) < 2:
+            continue
+        first_step, last_step = held.steps[0], held.steps[-1]
+        row = {"run": name, "k": k}
+        for n_pass in (1, 3):
+            before = held.problem_pass_at_k("unit_test_reward", first_step, n_pass)
+            after = held.problem_pass_at_k("unit_test_reward", last_step, n_pass)
+            moved = paired_difference(after, before)
+            row[f"pass@{n_pass}: step 0 -> {last_step}"] = (
+                f"{sum(before.values()) / len(before):.3f} -> "
+                f"{sum(after.values()) / len(after):.3f}")
+            row[f"pass@{n_pass} change (z)"] = f"{moved.mean:+.3f} ({moved.z:+.1f})"
+        pass_rows.append(row)
+if pass_rows:
+    display(pd.DataFrame(pass_rows).set_index("run"))
+
+# %% [markdown]
+# ### What the runs show
+#
+# The summary below is written by the cell from the tables above, so a rebuild with other
+# runs or more seeds cannot leave it saying something they do not show.
+
+# %%
+from IPython.display import Markdown
+
+
+def span(values: list, digits: int = 3, sign: bool = False) -> str:
+    """'a' or 'a to b' for the smallest and largest of ``values``."""
+    fmt = f"{{:{'+' if sign else ''}.{digits}f}}"
+    low, high = min(values), max(values)
+    return fmt.format(low) if low == high else f"{fmt.format(low)} to {fmt.format(high)}"
+
+
+plain = [load_run(name) for summary in by_k.values() for name in summary.runs]
+moves = {run.name: held_out_change(run.records, HELD_OUT) for run in plain}
+moves = {name: moved for name, moved in moves.items() if moved is not None}
+bullets = []
+if moves:
+    rose = [m for m in moves.values() if m.z is not None and m.z >= 2]
+    base = next(iter(moves.values()))
+    bullets.append(
+        f"**Reward climbs, on problems never trained on.** {len(rose)} of {len(moves)} runs' "
+        f"held-out scores rose by more than two standard errors: from the base model's "
+        f"{base.start:.3f} ± {base.start_sem:.3f} to {span([m.end for m in moves.values()])} at "
+        f"their last evaluation, changes of {span([m.change for m in moves.values()], 2, True)} "
+        f"(z {span([m.z for m in moves.values()], 1, True)}).")
+    late, rewards = [], []
+    for run in plain:
+        held = run.samples(split="held_out")
+        if len(held.steps) >= 3:
+            late.append(paired_difference(held.problem_means("unit_test_reward", held.steps[-1]),
+                                          held.problem_means("unit_test_reward", held.steps[-2])))
+        rewards.append(trend(*series(run.records, "reward")))
+    quiet = [d for d in late if d.z is not None and abs(d.z) < 2]
+    if late:
+        bullets.append(
+            f"**Most of it came early.** Between the last two evaluations {len(quiet)} of "
+            f"{len(late)} runs moved by less than two standard errors, while the training "
+            f"reward went from {span([r.first for r in rewards], 2)} over the first fifth of the "
+            f"steps to {span([r.last for r in rewards], 2)} over the last: read alone, the "
+            f"training reward overstates what the later steps taught about unseen problems.")
+if lead is not None and lead.has_samples:
+    held = lead.samples(split="held_out")
+    fenced_share = {step: sum(r["completion"].lstrip().startswith("```")
+                              for r in held.select(step=step).rows) / len(held.select(step=step))
+                    for step in (held.steps[0], held.steps[-1])}
+    bullets.append(
+        f"**Much of what k = 8 learned is the format.** Its held-out completions that open "
+        f"with the code fence the prompt asks for: {fenced_share[held.steps[0]]:.0%} at step 0, "
+        f"{fenced_share[held.steps[-1]]:.0%} at step {held.steps[-1]} (the table of fenced and "
+        f"other completions above shows whether the code inside improved too).")
+if k_pairs:
+    verdicts = []
+    for a, b in k_pairs:
+        gap = by_k[a].mean_change - by_k[b].mean_change
+        error = (by_k[a].seed_sem ** 2 + by_k[b].seed_sem ** 2) ** 0.5
+        z = z_score(gap, error)
+        verdicts.append((a, b, gap, error, z))
+    beyond = [v for v in verdicts if v[4] is not None and abs(v[4]) >= bar]
+    detail = "; ".join(f"k = {a} - k = {b}: {gap:+.3f} ± {error:.3f}"
+                       for a, b, gap, error, _ in verdicts)
+    bullets.append(
+        (f"**No k is shown to learn more than another.** Over seeds ({detail}), no difference "
+         f"reaches the bar of |z| >= {bar:.2f} for {len(k_pairs)} comparisons.") if not beyond
+        else f"**Group sizes differ.** Over seeds ({detail}), "
+             + ", ".join(f"k = {a} - k = {b} (z {z:+.1f})" for a, b, _, _, z in beyond)
+             + f" pass the bar of |z| >= {bar:.2f}.")
+else:
+    spread = next((s for s in by_k.values() if len(s.seeds) > 1), None)
+    bullets.append(
+        "**No ranking of k is possible yet.** Fewer than two group sizes have several seeds"
+        + (f"; the {len(spread.seeds)} seeds of one setting differ by a standard deviation "
+           f"of {spread.seed_sd:.3f} in their held-out change" if spread else "")
+        + ".")
+zero = {k: [v for name in summary.runs for v in series(load_run(name).records,
+                                                        "frac_reward_zero_std")[1]]
+        for k, summary in sorted(by_k.items())}
+shares = [sum(v) / len(v) for v in zero.values()]
+falls = all(a > b for a, b in zip(shares, shares[1:], strict=False))
+bullets.append(
+    ("**The zero-spread share falls as k grows.**" if falls else "**The zero-spread share by k.**")
+    + " Measured over all steps of all seeds: "
+    + ", ".join(f"{sum(v) / len(v):.2f} at k = {k}" for k, v in zero.items())
+    + "; predicted from this notebook's signal check (per-problem scores, eq. (8.3)): "
+    + ", ".join(f"{report.expected_zero_std(k)['per-problem scores']:.2f}" for k in zero)
+    + ". The prediction is for the base model; training moves the pass rates.")
+display(Markdown("\n".join(f"- {bullet}" for bullet in bullets)))
+
+# %% [markdown]
+# ## 5. Refill the groups that gave no signal: dynamic sampling
+#
+# At k = 2 about half the groups of a step had zero spread (the table of section 4): half of
+# every step's sampling and update taught nothing. DAPO's **dynamic sampling** (Yu et al.
+# 2025) keeps sampling until the batch is full of groups with signal. The course's version,
+# `TrainConfig.dynamic_sampling` (`--dynamic-sampling`), samples the step's flat groups again,
+# round after round, until every group has signal or a cap on extra completions is reached
+# (`max_refill_generations`, by default one more batch); a group with signal is never sampled
+# again. If a prompt's samples pass with probability $p$, a group of $k$ has signal with
+# probability $1 - p^k - (1-p)^k$ (one minus eq. (8.2)), so the number of groups drawn until
+# one has signal is geometric:
+#
+# $$ \mathbb{E}[\text{groups drawn per group with signal}] = \frac{1}{1 - p^k - (1-p)^k} \tag{8.6}$$
+#
+# | symbol | meaning |
+# |---|---|
+# | $p$ | the chance that one sample of the prompt passes (pass/fail rewards) |
+# | $k$ | the group size |
+#
+# At $p = 0.5$ and $k = 2$ that is 2 groups, twice the sampling; at $p = 0.05$, about 10.
+# A prompt that is out of reach ($p = 0$) never gives signal: the cap is what stops the
+# spending. The code, in `grpo_core.dynamic_sampling`:
+
+# %%
+from grpo_core.dynamic_sampling import expected_groups_until_signal, sample_with_refills
+
+print(inspect.getsource(expected_groups_until_signal))
+print(inspect.getsource(sample_with_refills))
+
+# %% [markdown]
+# By hand first, on the fake policy of section 2: for each of its problems, draw groups of 2
+# until one has signal (at most 9 draws, like a cap), and compare the average number of draws
+# with (8.6) at each problem's own $p$:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+generator = torch.Generator().manual_seed(0)
+rows = []
+for p_i in (0.05, 0.2, 0.5, 0.8):
+    draws = []
+    for _ in range(4000):
+        draw = 1
+        while draw < 9:
+            group = torch.rand(2, generator=generator) < p_i
+            if group.any() and not group.all():  # mixed: this group has signal
+                break
+            draw += 1
+        draws.append(draw)
+    rows.append({"p": p_i, "formula (8.6)": round(expected_groups_until_signal(p_i, 2), 2),
+                 "simulated, cap 9": round(sum(draws) / len(draws), 2)})
+print(pd.DataFrame(rows).to_string(index=False))
+
+# %% [markdown]
+# (The cap cuts the long tail at $p = 0.05$: the simulation stops at 9 draws where the
+# formula's geometric count goes on.) The recorded runs: k = 2 with dynamic sampling, its
+# default cap (16 extra completions per step), evaluated every 10 steps, beside plain k = 2.
+# Per step: the completions sampled, how many flat groups were sampled again and how many of
+# them came back with signal, and the zero-spread share before the refills and in the batch
+# trained on:
+
+# %%
+from grpo_core.run_files import training_records
+
+
+def step_mean(records: list, key: str) -> float:
+    """The mean of ``key`` over a run's training steps."""
+    values = [record[key] for record in training_records(records)]
+    return sum(values) / len(values)
+
+
+dynamic_runs = [load_run(path) for path in list_runs() if path.name.startswith("exp2-k2-dynamic")]
+for run in dynamic_runs:
+    groups = run.config["train"]["prompts_per_step"]
+    before, after = (step_mean(run.records, f"sampling/zero_std_{when}")
+                     for when in ("before", "after"))
+    again = step_mean(run.records, "sampling/refill_groups")
+    print(f"{run.name}: {step_mean(run.records, 'sampling/generations'):.1f} completions "
+          f"sampled per step (plain: {groups * 2}), {again:.1f} groups sampled again, "
+          f"{step_mean(run.records, 'sampling/groups_refilled'):.1f} of them with signal; "
+          f"zero-spread share {before:.2f} before the refills, {after:.2f} after")
+    measured = (groups + again) / (groups * (1 - after))
+    print(f"  groups drawn per group with signal: {measured:.2f} measured, {1 / (1 - before):.2f} "
+          f"if every redraw had the first round's chance of signal")
+if not dynamic_runs:
+    print("no dynamic-sampling run recorded yet (tools/record_runs.py)")
+
+# %% [markdown]
+# The measured count is larger than the naive one wherever the flat groups are the hard (or
+# trivially easy) prompts: their redraws come back flat again far more often than a fresh
+# prompt would. That is the limit of sampling the *same* prompts again; DAPO draws new
+# prompts instead.
+#
+# Is it worth it? A dynamic step samples more, so compare at **equal completions sampled**,
+# not at equal steps: the held-out score against the completions each run had sampled by
+# then, with ±2 standard-error bars:
+
+# %%
+from matplotlib.figure import Figure
+
+from grpo_core.plots import DPI
+
+
+def sampled_by_step(run) -> dict[int, int]:
+    """``{step: completions sampled up to and including it}``: ``sampling/generations`` where
+    the run logged it (dynamic sampling), else the batch size of every step."""
+    batch = run.config["train"]["group_size"] * run.config["train"]["prompts_per_step"]
+    sampled, total = {0: 0}, 0
+    for record in training_records(run.records):
+        total += int(record.get("sampling/generations", batch))
+        sampled[record["step"]] = total
+    return sampled
+
+
+def held_out_by_sampling(run) -> list[tuple[int, float, float]]:
+    """``(completions sampled, held-out score, its sem)`` at each evaluation."""
+    sampled = sampled_by_step(run)
+    steps, values = series(run.records, HELD_OUT)
+    _, errors = series(run.records, f"{HELD_OUT}/sem")
+    return [(sampled[s], v, e) for s, v, e in zip(steps, values, errors, strict=True)]
+
+
+compared = [("plain", load_run(name)) for name in by_k[2].runs] if 2 in by_k else []
+compared += [("dynamic", run) for run in dynamic_runs]
+fig = Figure(figsize=(7.5, 3.4), dpi=DPI, layout="constrained")
+axis = fig.subplots()
+for kind, run in compared:
+    points = held_out_by_sampling(run)
+    axis.errorbar([x for x, _, _ in points], [y for _, y, _ in points],
+                  yerr=[2 * e for _, _, e in points], capsize=3, alpha=0.85,
+                  fmt="o-" if kind == "dynamic" else "s--",
+                  color="C1" if kind == "dynamic" else "C0", label=f"{kind}: {run.name}")
+axis.set(xlabel="completions sampled so far", ylabel="held-out unit-test reward",
+         title="k = 2: plain against dynamic sampling, at equal sampling")
+axis.legend(fontsize=7)
+display(Image(figure_png(fig)))
+plain_budget = min((sampled_by_step(run)[max(sampled_by_step(run))] for kind, run in compared
+                    if kind == "plain"), default=None)
+for kind, run in compared:
+    within = [point for point in held_out_by_sampling(run) if point[0] <= (plain_budget or 0)]
+    if within:
+        done, score, error = within[-1]
+        print(f"{kind:8} {run.name}: {score:.3f} ± {error:.3f} after {done} completions "
+              f"(the last evaluation within plain k = 2's {plain_budget})")
+
+# %% [markdown]
+# ## 6. Train it yourself (a short live demo)
 #
 # A few steps of experiment 2 with this profile's sizes (`cpu`: 2 steps of 2 prompts x 8
 # completions; `smoke`: 1 step of 1 x 4; `gpu`: the profile's full run), with the live plot
@@ -702,3 +1047,17 @@ my_most_groups = ...  # your answer here
 my_most_completions = ...  # your answer here
 
 check("08.mixed_per_step", (mixed_per_step, my_most_groups, my_most_completions))
+
+# %% [markdown]
+# ## What this notebook showed
+#
+# - Check for signal before training: the share of groups with zero spread, predicted by p^k +
+#   (1 - p)^k.
+# - Unit-test rewards raise the score on held-out problems the model never trained on, with a
+#   standard error over problems.
+# - Comparing group sizes needs several seeds and a stricter bar for several comparisons.
+#
+# **Next:** [09 · Experiment 3: the reward can be gamed](09_exp3_reward_hacking.ipynb).
+#
+# When you are done here, shut this notebook's kernel down (*Kernel → Shut Down Kernel*):
+# it holds the model in memory (the start page lists each notebook's peak).

@@ -16,10 +16,11 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/09_exp3_reward_hacking.ipynb)
 #
-# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** `cpu` profile 12.9 min to build
-# on the course's 2-core CPU machine, otherwise idle. Section 4 reads a recorded `cpu` run
-# instead of training that long; the `smoke` profile (seconds per cell) and all the other
-# timings are in the README's timing table. Not yet measured on a GPU.
+# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** the longest notebook: it scores
+# the base model's samples and trains a few steps; section 4 reads recorded `cpu` runs instead
+# of training for half an hour. The start page lists its measured time and peak memory (`cpu`
+# profile, with the machine it was measured on); `smoke` runs every cell in seconds. Not yet
+# measured on a GPU.
 #
 # The lecture's failed example: *"Reward hacking → the model maximizes the reward ≠ solving the
 # task. Reward 📈 (training), real quality 📉 (test)."* GRPO optimizes exactly the number you
@@ -360,7 +361,9 @@ else:
                 f"eval/{proxy_name}": f"{proxy_name} (trained on)"}))))
 
 # %% [markdown]
-# The numbers behind the curves. Held out: each score at step 0 and at the end, each with
+# The numbers behind the curves (notebook 08's statistics interlude explains each of them by
+# hand: a standard error over problems, the paired change, z). Held out: each score at step 0
+# and at the end, each with
 # its standard error over problems, and the change with *its* standard error (computed from
 # each problem's own change, so a problem's difficulty cancels; notebook 08 explains why it
 # is smaller than the two standard errors combined) and z = change / standard error. A |z|
@@ -563,48 +566,90 @@ if len(pair) == 2:
         pair, keys=["eval/unit_test_reward", "eval/defines_function_reward"]))))
 
 # %% [markdown]
-# What gave it away, and what would not have (the numbers are the recorded run's, printed
-# above; ± is one standard error):
+# What gave it away, and what would not have. The cell below writes the summary from the
+# recorded run and its seeds (the numbers are the runs', printed above; ± is one standard
+# error), so a rebuild cannot leave it saying what they do not show. What each curve can and
+# cannot say does not depend on the numbers:
 #
-# - **`reward`**, the number the run optimizes, climbs (0.49 over the first fifth of the
-#   steps, 0.69 over the last): by its own curve the run is a success. The other default
-#   curves (the zero-std fraction, truncation, length, entropy) describe how well the *proxy*
-#   is being optimized; whatever they flag, none of them can say whether the proxy is still
-#   the task. Without a true score, hacking is **not measured**, not "ok".
-# - **the held-out true score** is the curve that tells. The base model passed 0.218 ± 0.030
-#   of the held-out asserts; after 15 steps 0.136 ± 0.022 (change -0.082 ± 0.024, z = -3.4),
-#   after 30 steps 0.144 ± 0.023: a change of -0.074 ± 0.028, z = -2.6, while the proxy on
-#   the same held-out samples rose from 0.375 to 0.655 (z = +7.4). That is the lecture's
-#   picture: reward up in training, real quality down on the test, beyond what sampling noise
-#   explains (per problem: 39 of the 115 fell, 19 rose, 57 stayed). Most of the fall came in
-#   the first 15 steps; one run with one seed cannot say whether a longer run keeps falling.
-#   `diagnose` reads exactly this pair of curves, and its verdict holds with its thresholds
-#   halved or doubled.
-# - **the unit tests on the training samples** (weight 0) fell too (0.21 over the first
-#   fifth, 0.12 over the last), but each step draws two new problems, so single steps swing
-#   widely. Held-out problems, sampled the same way every time, are what make a true score
-#   readable.
-# - **the completions** show *how* the proxy is earned: the same problem at step 0 and at
-#   the end (above) goes from a correct one-line function to the function followed by more
-#   code, calls and prints and `assert` lines of the model's own, which the proxy counts as
-#   code and which crash or fail when the file runs, so no test passes. Over the last fifth
-#   of the steps the proxy pushed up 49 of the 53 training completions that passed no test;
-#   the unit tests would have pushed up none of them.
-# - **the budget is not the cause**: with the stop rule a quarter of the answers are cut off
-#   (8 % of the held-out answers at step 0, 26 % at step 30; 23 % of the training answers
-#   over the last fifth), and the answers that finished lost tests too (0.235 at step 0,
-#   0.183 at step 30). The run without the stop rule, where 83 % were cut, fell by about as
-#   much (-0.060 ± 0.030). A reward that pays for length hurts the task whether or not the
-#   answers still fit. Reading a few completions is the next step whenever a reward climbs
-#   like this.
+# - **`reward`**, the number the run optimizes: by its own curve the run is a success. The
+#   other default curves (the zero-std fraction, truncation, length, entropy) describe how well
+#   the *proxy* is being optimized; whatever they flag, none of them can say whether the
+#   proxy is still the task. Without a true score, hacking is **not measured**, not "ok".
+# - **the held-out true score** is the curve that tells: the same problems and seed at every
+#   evaluation, paired against step 0. `diagnose` reads exactly this pair of curves.
+# - **the completions** show *how* the proxy is earned (the same problem before and after,
+#   above), and the **budget** split says whether cut-off answers explain the fall.
 # - with a KL penalty (β > 0), a `kl` spike while one reward climbs fast is the same story
-#   (notebook 11's table); this run used β = 0, so there is no KL curve to read.
-#
-# The milder proxy did not do this: its held-out unit-test score rose with it (on its small
-# held-out set). Section 2 measured why before any training: the sample it ranks first in a
-# group is, on average, better than the group (it has a function), while the sample
-# `long_function_reward` ranks first is not. A proxy is gamed when the hack beats the honest
-# answer under it, not merely when it ties.
+#   (notebook 11's table); these runs used β = 0, so there is no KL curve to read.
+
+# %%
+from IPython.display import Markdown
+
+from grpo_core.seeds import group_by_setup, seed_group
+
+if recorded is not None:
+    bullets = []
+    reward = trend(*series(recorded.records, "reward"))
+    bullets.append(f"**`reward`** climbed from {reward.first:.2f} over the first fifth of the "
+                   f"steps to {reward.last:.2f} over the last.")
+    problems_fell = sum(true_after[p] < true_before[p] for p in true_before)
+    problems_rose = sum(true_after[p] > true_before[p] for p in true_before)
+    true_move = held_out_change(recorded.records, f"eval/{true_name}")
+    proxy_move = held_out_change(recorded.records, f"eval/{proxy_name}")
+    steps, values = series(recorded.records, f"eval/{true_name}")
+    middle = ", ".join(f"{v:.3f} at step {s}" for s, v in zip(steps[1:-1], values[1:-1],
+                                                              strict=True))
+    verdict = ("beyond what sampling noise explains" if true_move.z is not None
+               and true_move.z <= -2 else "within two standard errors of no change")
+    bullets.append(
+        f"**The held-out true score** went from {true_move.start:.3f} ± {true_move.start_sem:.3f} "
+        f"at step 0 ({middle}) to {true_move.end:.3f} ± {true_move.end_sem:.3f} at step "
+        f"{true_move.end_step}: a change of {true_move.change:+.3f} ± {true_move.delta_sem:.3f} "
+        f"(z {true_move.z:+.1f}), {verdict}, while the proxy on the same held-out samples went "
+        f"from {proxy_move.start:.3f} to {proxy_move.end:.3f} (z {proxy_move.z:+.1f}). Per "
+        f"problem: {problems_fell} fell, {problems_rose} rose, "
+        f"{len(true_before) - problems_fell - problems_rose} stayed.")
+    seeds_of_lead = next((g for g in group_by_setup(
+        [p for p in list_runs() if p.name.startswith("exp3-stop")])
+        if recorded.name in {r.name for r in g}), [recorded])
+    lead_seeds = seed_group(seeds_of_lead, key=f"eval/{true_name}")
+    bullets.append(
+        f"**Over seeds** ({lead_seeds.describe()}): "
+        + ("every seed's true score fell by more than two standard errors."
+           if all(c.z is not None and c.z <= -2 for c in lead_seeds.changes) and
+           len(lead_seeds.seeds) > 1 else
+           "one seed only: this run shows the fall, not how often it happens."
+           if len(lead_seeds.seeds) == 1 else
+           "read each seed's z: not every seed fell by two standard errors."))
+    trained_true = trend(*series(recorded.records, f"rewards/{true_name}/mean"))
+    bullets.append(
+        f"**The unit tests on the training samples** (weight 0) went from "
+        f"{trained_true.first:.2f} over the first fifth to {trained_true.last:.2f} over the "
+        f"last; each step draws new problems, so single steps swing widely, and held-out "
+        f"problems sampled the same way every time are what make a true score readable.")
+    if hacks_seen:
+        bullets.append(
+            f"**The push on the hacks**: over the last fifth of the steps the proxy pushed up "
+            f"{pushed['proxy'][0]} of the {hacks_seen} training completions that passed no "
+            f"test while earning the proxy; the unit tests would have pushed up "
+            f"{pushed['unit tests'][0]} of them.")
+    first_split, last_split = split_rows[0], split_rows[-1]
+    bullets.append(
+        f"**The budget**: {first_split['cut by the budget']} of the held-out answers were cut "
+        f"off at step {first_split['step']}, {last_split['cut by the budget']} at step "
+        f"{last_split['step']}; the answers that finished scored {first_split[true_name + ', finished']} "
+        f"and {last_split[true_name + ', finished']} on the unit tests"
+        + (f"; the run without the stop rule changed by {budget_rows[0]['change']}"
+           f" (z {budget_rows[0]['z']:+.1f}) with {budget_rows[0]['cut off, last fifth']} cut."
+           if budget_dir in list_runs() else "."))
+    display(Markdown("\n".join(f"- {bullet}" for bullet in bullets)))
+
+# %% [markdown]
+# The milder proxy's short run shows no such fall, on a held-out set too small (12 problems)
+# to show much either way. Section 2 measured why it is milder before any training: the
+# sample it ranks first in a group beats the group on the unit tests, because it has a
+# function; the sample `long_function_reward` ranks first does not. A proxy is gamed when the
+# hack beats the honest answer under it, not merely when it ties.
 
 # %% [markdown]
 # ## 5. The fixed reward closes the hole
@@ -699,3 +744,18 @@ def my_hacking_rule(records):
 
 
 check("09.hacking_rule", my_hacking_rule)
+
+# %% [markdown]
+# ## What this notebook showed
+#
+# - A proxy reward that never runs the code is gamed: the proxy rises while the held-out unit-
+#   test score does not.
+# - GRPO can only reinforce what the base model already samples, so measure how often it games
+#   the proxy before training.
+# - Scoring with the tests themselves closes the hole; only a held-out true score shows it
+#   opening.
+#
+# **Next:** [10 · The same loop in TRL, and the path past one machine](10_trl.ipynb).
+#
+# When you are done here, shut this notebook's kernel down (*Kernel → Shut Down Kernel*):
+# it holds the model in memory (the start page lists each notebook's peak).

@@ -16,9 +16,10 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/10_trl.ipynb)
 #
-# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** `cpu` profile 3.1 min to build
-# on the course's 2-core CPU machine, otherwise idle; the `smoke` profile (seconds per cell)
-# and all the other timings are in the README's timing table. Not yet measured on a GPU.
+# **Needs:** a laptop CPU (offline) or a Colab GPU. **Takes:** a few minutes in `cpu`: a short
+# `GRPOTrainer` run and one fixed batch through both loops. The start page lists its measured
+# time and peak memory (`cpu` profile, with the machine it was measured on); `smoke` runs
+# every cell in seconds. Not yet measured on a GPU.
 #
 # Nine notebooks built GRPO from scratch. Hugging Face's TRL library packs the same loop into
 # two objects, `GRPOConfig` and `GRPOTrainer`; the lecture shows it in five lines:
@@ -576,3 +577,17 @@ def my_grpo_aggregation(per_token_loss, mask):
 
 
 check("10.grpo_aggregation", my_grpo_aggregation)
+
+# %% [markdown]
+# ## What this notebook showed
+#
+# - TRL's GRPOTrainer runs the same loop: the same reward function, the same plot, and the same
+#   loss on a fixed batch.
+# - Its defaults differ from the GRPO paper's in a few places, each written out here.
+# - Past one machine: accelerate, vLLM for generation, DeepSpeed or FSDP, and a script for
+#   Hugging Face Jobs.
+#
+# **Next:** [11 · Reading the run](11_reading_the_run.ipynb).
+#
+# When you are done here, shut this notebook's kernel down (*Kernel → Shut Down Kernel*):
+# it holds the model in memory (the start page lists each notebook's peak).

@@ -17,9 +17,9 @@
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/11_reading_the_run.ipynb)
 #
 # **Needs:** a laptop CPU; no model, no GPU: it reads the runs recorded in `data/runs/`.
-# **Takes:** `cpu` profile 24 s to build on the course's 2-core CPU machine, otherwise idle (no
-# model is loaded); the `smoke` profile (seconds per cell) and all the other timings are in the
-# README's timing table. Not yet measured on a GPU.
+# **Takes:** under a minute: no model is loaded. The start page lists its measured time and
+# peak memory (`cpu` profile, with the machine it was measured on); `smoke` runs every cell in
+# seconds. Not yet measured on a GPU.
 #
 # Lecture parts: "Reading the run" and the recap: *"Read the curves: reward, KL, and
 # completion length reveal hacking, collapse, and length gaming."*
@@ -276,11 +276,10 @@ show_failure("truncation")
 # Experiment 1's prompts, rewarded by `detail_reward`: a tenth of a point per distinct word, a
 # stand-in for a judge that likes detailed answers. Nothing in it says "be long", but every
 # new word pays, so the completions grow with the reward, until they hit the budget (raised to
-# 256 tokens to leave room: the base model's answers to these prompts already average about
-# 200 tokens over the run's first two steps). In the recorded run the mean length went from
-# 178 tokens at step 1 to 252 at step 10 while the reward rose from 8.9 to 12.2, and from
-# step 5 on three quarters or more of the completions stopped at the budget, so truncation
-# is flagged too: the growth ran out of room. `diagnose` calls it gaming because no trained
+# 256 tokens to leave room: the base model's answers to these prompts are already long). The
+# cell prints the recorded run's mean length and reward at its first and last steps, and the
+# step from which most completions stopped at the budget, which is why truncation is flagged
+# too: the growth ran out of room. `diagnose` calls it gaming because no trained
 # reward is a length reward; experiment 1 (beside it), whose reward asks for 20 characters,
 # gets shorter instead. Ten steps of one seed show what the failure looks like, not how
 # reliably it happens.
@@ -290,6 +289,16 @@ from grpo_core.rewards import detail_reward
 
 print(inspect.getsource(detail_reward))
 show_failure("length gaming")
+gaming = recorded(gallery_entry("length gaming").run)
+if gaming is not None:
+    steps, length = series(gaming.records, "completions/mean_length")
+    _, reward = series(gaming.records, "reward")
+    _, cut = series(gaming.records, "completions/clipped_ratio")
+    # the first step from which every later step had three quarters or more cut off
+    from_step = next((s for i, s in enumerate(steps) if min(cut[i:]) >= 0.75), None)
+    print(f"mean length {length[0]:.0f} tokens at step {steps[0]} -> {length[-1]:.0f} at step "
+          f"{steps[-1]} (budget {gaming.config['max_new_tokens']}); reward {reward[0]:.1f} -> {reward[-1]:.1f}; three quarters "
+          f"or more cut off at the budget from step {from_step} on")
 
 # %% [markdown]
 # ### Hacking: the proxy climbs, the true score does not
@@ -359,8 +368,10 @@ if ends:
 # and the cursor moves along every curve while the groups of that step appear below, each
 # completion green when it beat its group's mean (A > 0, pushed up), red when it fell short
 # (A < 0, pushed down), grey at the mean (a group of equal rewards: no signal). `diagnose`'s
-# findings that involve that step are listed above them. A run recorded before samples were
-# kept still shows its curves, and says so.
+# findings that involve that step are listed above them. Where a run logged several reward
+# functions, each completion shows every one beside the total: the explorer opens on the
+# hacking run of section 3, where the proxy pays 1 for a completion whose unit tests fail.
+# A run recorded before samples were kept still shows its curves, and says so.
 
 # %%
 from grpo_core.widgets import run_explorer, step_view, step_view_html
@@ -371,7 +382,9 @@ def first_with_samples(names):
     return next((n for n in names if recorded(n) is not None and recorded(n).has_samples), None)
 
 
-explore = first_with_samples([e.run for e in GALLERY] + [p.name for p in list_runs()])
+# the hacking run first: its completions show the proxy's reward beside the unit tests' verdict
+explore = first_with_samples([gallery_entry("hacking").run] + [e.run for e in GALLERY]
+                             + [p.name for p in list_runs()])
 print(f"starting at {explore}; every recorded run is in the dropdown")
 run_explorer(explore) if explore else print("no recorded run has samples.jsonl yet")
 
@@ -654,3 +667,17 @@ def my_no_signal_rule(records):
 
 
 check("11.no_signal_rule", my_no_signal_rule)
+
+# %% [markdown]
+# ## What this notebook showed
+#
+# - The loss says nothing in GRPO; reward, KL, length, entropy and the zero-spread share tell
+#   what happened.
+# - `diagnose` flags six symptoms with their evidence, each shown on a real recorded run with
+#   the run that fixes it.
+# - The run explorer shows what the model wrote at each step, beside the curves.
+#
+# **Next:** [12 · The noise floor: is this difference real?](12_noise_floor.ipynb).
+#
+# When you are done here, shut this notebook's kernel down (*Kernel → Shut Down Kernel*)
+# before opening the next: every open kernel keeps its memory.

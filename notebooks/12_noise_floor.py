@@ -17,8 +17,10 @@
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/12_noise_floor.ipynb)
 #
 # **Needs:** a laptop CPU. Section 1 loads the model and trains two steps, twice; the rest
-# reads the runs recorded in `data/runs/`. **Takes:** a minute or two in the `cpu` profile
-# (the start page lists each notebook's measured time and memory).
+# reads the runs recorded in `data/runs/`. **Takes:** a minute or two: two training steps,
+# three times; the rest reads recorded runs. The start page lists its measured time and peak
+# memory (`cpu` profile, with the machine it was measured on); `smoke` runs every cell in
+# seconds. Not yet measured on a GPU.
 #
 # Lecture part: the recap, *"Read the curves"*, asked of every result: **is this difference
 # real, or noise?** The question learners ask GRPO projects most often ("my reward went up

@@ -30,7 +30,7 @@ from grpo_core.diagnosis import (
 )
 from grpo_core.findings import Diagnosis, Finding
 from grpo_core.gallery import FIXED_RUN_COMMANDS, GALLERY, gallery_entry
-from grpo_core.plots import compare_runs, plot_run
+from grpo_core.plots import compare_runs, metric_title, plot_run
 from grpo_core.run_files import RecordedRun, list_runs, load_run, runs_dir, series
 from grpo_core.stats import spearman, trend
 
@@ -1072,7 +1072,7 @@ def test_a_diagnosis_renders_as_an_html_table_coloured_by_status():
 def test_compare_runs_draws_every_run_in_each_panel():
     runs = [RecordedRun("a", healthy()), RecordedRun("b", healthy(seed=1)[:10])]
     fig = compare_runs(runs, keys=("entropy", "kl"))
-    entropy = next(ax for ax in fig.axes if ax.get_title() == "entropy")
+    entropy = next(ax for ax in fig.axes if ax.get_title() == metric_title("entropy"))
     assert [line.get_label() for line in entropy.lines] == ["a", "b"]
     assert len(entropy.lines[1].get_xdata()) == 10
 
@@ -1092,7 +1092,7 @@ def test_load_run_reads_config_and_plot_run_shades_the_flagged_panel(tmp_path):
     assert "hacking: flagged" in panel.get_title() and panel.patches
     assert [line.get_label() for line in panel.lines] == ["proxy_reward (trained on)",
                                                           "unit_test_reward (true score)"]
-    assert "truncated (clipped_ratio)" in titles
+    assert "cut off by the token budget (clipped_ratio)" in titles
 
 
 # --- the recorded runs (data/runs/, written by python -m grpo_core) ---------------------------

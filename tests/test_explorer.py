@@ -144,6 +144,20 @@ def test_step_view_escapes_the_models_text(tmp_path):
     assert "<script>" not in page and "&lt;script&gt;" in page
 
 
+def test_each_reward_functions_value_shows_beside_the_total_when_there_are_several(tmp_path):
+    """A proxy run's completions show the true score (weight 0) beside the trained reward, so
+    a hacked completion reads as one: proxy 1.00, unit tests 0.00."""
+    hacked = toy_row(1, 0, 0, 1.0, 0.5) | {"long_function_reward": 1.0, "unit_test_reward": 0.0}
+    del hacked["toy_reward"]
+    run = load_run(write_run(tmp_path / "r", [{"step": 1, "reward": 1.0}], [hacked]))
+    page = step_view_html(step_view(run, 1))
+    assert re.search(r'unit_test_reward <b class="grpo-value">0(\.0+)?</b>', page)
+    assert re.search(r'long_function_reward <b class="grpo-value">1(\.0+)?</b>', page)
+    alone = load_run(write_run(tmp_path / "s", [{"step": 1, "reward": 1.0}],
+                               [toy_row(1, 0, 0, 1.0, 0.5)]))
+    assert "grpo-value" not in step_view_html(step_view(alone, 1))  # one function: the total
+
+
 def test_a_run_without_samples_still_shows_its_curves_and_says_so(toy_runs):
     run = load_run(toy_runs / "bare")
     view = step_view(run, 1)

@@ -200,3 +200,16 @@ def test_a_build_records_its_time_and_the_kernels_peak_memory(tmp_path, monkeypa
     table = timing_table([script, tmp_path / "98_other.py"], read_build_info(tmp_path))
     assert "| [99_probe](99_probe.ipynb) | " in table and " GB |" in table
     assert "| [98_other](98_other.ipynb) | not measured yet | - |" in table
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_ends_with_what_it_showed_the_next_notebook_and_shutting_the_kernel(script):
+    notebook = nbformat.read(script.with_suffix(".ipynb"), as_version=4)
+    last = notebook.cells[-1]
+    assert last.cell_type == "markdown" and "## What this notebook showed" in last.source
+    bullets = [line for line in last.source.splitlines() if line.startswith("- ")]
+    assert len(bullets) == 3, "three lines: what the notebook showed"
+    position = SCRIPTS.index(script)
+    following = SCRIPTS[position + 1].stem if position + 1 < len(SCRIPTS) else "START_HERE"
+    assert f"]({following}.ipynb)" in last.source
+    assert "Shut Down Kernel" in last.source

@@ -7,11 +7,15 @@ import json
 import pytest
 
 from grpo_core.plots import (
+    CLIP_TITLE,
     HELD_OUT_PANEL,
+    ROLE_COLOURS,
+    ZERO_STD_TITLE,
     LivePlot,
     compare_runs,
     figure_png,
     in_notebook,
+    metric_title,
     panels_for,
     plot_metrics,
     plot_run,
@@ -39,7 +43,7 @@ def records(n: int, with_kl: bool = False) -> list[dict]:
 def test_plot_has_a_panel_per_logged_metric_group_and_no_empty_one():
     fig = plot_metrics(records(3), title="t", targets={"completions/mean_chars": 20})
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
-    assert titles == ["reward", "completion length", "frac_reward_zero_std", "clip ratio",
+    assert titles == ["reward", "completion length", ZERO_STD_TITLE, CLIP_TITLE,
                       "entropy"]  # no kl logged (beta = 0): no KL panel
     with_kl = plot_metrics(records(3, with_kl=True))
     kl_axis = next(ax for ax in with_kl.axes if ax.get_title() == "KL to the reference")
@@ -71,6 +75,14 @@ def test_held_out_panel_has_a_legend_that_names_the_true_score():
     assert legend is not None
     assert sorted(t.get_text() for t in legend.get_texts()) == [
         "long_function_reward (trained on)", "unit_test_reward (true score)"]
+    # the true score and the proxy keep their colours, whatever order the panel draws them in
+    colours = {line.get_label(): line.get_color() for line in held_out.lines}
+    assert colours == {"long_function_reward (trained on)": ROLE_COLOURS["trained on"],
+                       "unit_test_reward (true score)": ROLE_COLOURS["true score"]}
+    swapped = plot_metrics(rows, panels=[("p", ["eval/unit_test_reward",
+                                                "eval/long_function_reward"], None)],
+                           labels={"eval/unit_test_reward": "unit_test_reward (true score)"})
+    assert swapped.axes[0].lines[0].get_color() == ROLE_COLOURS["true score"]
 
 
 def test_save_curves_writes_a_png(tmp_path):
@@ -195,3 +207,20 @@ def test_a_step_zero_row_without_reward_is_drawn_everywhere(tmp_path):
     for row in rows:
         plot(row)
     assert (tmp_path / "live.png").exists() and len(plot.records) == 4
+
+
+def test_titles_say_what_a_metric_means_and_wrap_between_words():
+    assert "token budget" in metric_title("completions/clipped_ratio")
+    assert "PPO clip" in metric_title("clip_ratio/region_mean")
+    assert metric_title("eval/unit_test_reward").startswith("held-out unit_test_reward")
+    assert metric_title("my/metric") == "my/metric"
+    for line in metric_title("completions/clipped_ratio", width=20).splitlines():
+        assert not line.startswith(("/", "_"))  # no word cut in two
+
+
+def test_a_comparison_of_many_runs_keeps_every_line_apart():
+    many = {f"run {i}": records(3) for i in range(14)}
+    fig = compare_runs(many, keys=["entropy"])
+    lines = fig.axes[0].lines
+    styles = {(line.get_color(), line.get_linestyle()) for line in lines}
+    assert len(lines) == 14 and len(styles) == 14  # 10 colours, then dashed

@@ -72,6 +72,14 @@ runs in seconds, but the runs are far too short to learn anything, so read the c
 results for that. On a GPU (Colab's badge in each notebook) the `gpu` profile trains
 Qwen3-0.6B at the lecture's scale.
 
+**An afternoon with the course** (on a laptop, `cpu` profile; the table below gives each
+notebook's time and memory). Run 00 to 04 yourself, top to bottom: they are short, and each
+shows one idea on the real model (the signal, one GRPO round, the group baseline, the clip
+and the KL). Read 05 and 06, running the cells you want to change. Run 07 live: experiment 1
+trains while you watch. For 08 and 09, read the committed results first (the recorded runs
+took hours), then run sections 1-3 of each. Read 10 if you use TRL, then 11 and 12, which
+read the recorded runs: how to tell what a run did, and whether a difference is real.
+
 **Your copies.** `make lab` opens *working copies* of the notebooks (in the folder `lab/`,
 which git ignores): run and edit them freely, the course's own executed notebooks in
 `notebooks/` are never touched and stay the reference. To start one notebook afresh, delete

@@ -269,6 +269,15 @@ def curves_svg(records: Sequence[dict[str, Any]], step: int, keys: Sequence[str]
         + "</div>"
 
 
+def _values_html(c: Completion) -> str:
+    """Each reward function's value beside the total: the true score (weight 0) of a proxy
+    run, so hacking shows in the completions too. Nothing when one function is the total."""
+    shown = {name: value for name, value in c.values.items()
+             if not (len(c.values) == 1 and value == c.reward)}
+    return "".join(f' · {html.escape(name)} <b class="grpo-value">{_fmt(value)}</b>'
+                   for name, value in shown.items())
+
+
 def _completion_html(c: Completion) -> str:
     css = sign_class(c.advantage)
     flags = " ".join(x for x, on in (("truncated", c.truncated),
@@ -278,8 +287,8 @@ def _completion_html(c: Completion) -> str:
         f'background:{SIGN_BACKGROUNDS[css]};margin:3px 0;padding:2px 6px">'
         f'<div style="font-size:11px">#{c.sample} reward <b class="grpo-reward">{_fmt(c.reward)}'
         f'</b> advantage <b class="grpo-advantage" style="color:{SIGN_COLOURS[css]}">'
-        f'{_fmt(c.advantage, signed=True)}</b> <span style="color:#777">{html.escape(flags)}'
-        '</span></div>'
+        f'{_fmt(c.advantage, signed=True)}</b>{_values_html(c)} <span style="color:#777">'
+        f'{html.escape(flags)}</span></div>'
         f'<pre class="grpo-completion-text" style="white-space:pre-wrap;margin:0;font-size:11px">'
         f'{html.escape(c.text)}</pre></div>')
 
