@@ -973,6 +973,35 @@ for kind, run in compared:
         print(f"{kind:8} {run.name}: {score:.3f} ± {error:.3f} after {done} completions "
               f"(the last evaluation within plain k = 2's {plain_budget})")
 
+
+# %% [markdown]
+# Each line above is one seed; the seeds' spread, not the evaluation's standard error, is the
+# yardstick for a training claim (notebook 12). Across the seeds of each kind, at equal
+# completions sampled (the last evaluation within plain k = 2's budget) and at equal steps
+# (the last step), with the standard error over seeds:
+
+# %%
+from grpo_core.stats import mean, standard_error
+
+
+def across_seeds(kind: str, at_budget: bool) -> tuple[float, float, int]:
+    """(mean, its standard error over seeds, seeds) of one kind's held-out score, at its last
+    evaluation (within plain k = 2's sampling budget where ``at_budget``)."""
+    scores = [[y for x, y, _ in held_out_by_sampling(run) if not at_budget or x <= plain_budget][-1]
+              for run_kind, run in compared if run_kind == kind]
+    return mean(scores), standard_error(scores), len(scores)
+
+
+if plain_budget and dynamic_runs:
+    for label, at_budget in (("equal completions sampled", True), ("equal steps", False)):
+        dyn, dyn_se, dyn_n = across_seeds("dynamic", at_budget)
+        plain, plain_se, plain_n = across_seeds("plain", at_budget)
+        error = (dyn_se**2 + plain_se**2) ** 0.5
+        print(f"at {label}: dynamic {dyn:.3f} ± {dyn_se:.3f} ({dyn_n} seeds), plain "
+              f"{plain:.3f} ± {plain_se:.3f} ({plain_n} seeds); difference {dyn - plain:+.3f} "
+              f"± {error:.3f} (z {(dyn - plain) / error:+.1f}): "
+              + ("within the seeds' noise" if abs(dyn - plain) < 2 * error else "a difference"))
+
 # %% [markdown]
 # ## 6. Train it yourself (a short live demo)
 #
