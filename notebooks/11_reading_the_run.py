@@ -296,9 +296,10 @@ if gaming is not None:
     _, cut = series(gaming.records, "completions/clipped_ratio")
     # the first step from which every later step had three quarters or more cut off
     from_step = next((s for i, s in enumerate(steps) if min(cut[i:]) >= 0.75), None)
+    budget = gaming.config["train"]["max_new_tokens"]
     print(f"mean length {length[0]:.0f} tokens at step {steps[0]} -> {length[-1]:.0f} at step "
-          f"{steps[-1]} (budget {gaming.config['max_new_tokens']}); reward {reward[0]:.1f} -> {reward[-1]:.1f}; three quarters "
-          f"or more cut off at the budget from step {from_step} on")
+          f"{steps[-1]} (budget {budget}); reward {reward[0]:.1f} -> {reward[-1]:.1f}; "
+          f"three quarters or more cut off at the budget from step {from_step} on")
 
 # %% [markdown]
 # ### Hacking: the proxy climbs, the true score does not
@@ -488,25 +489,29 @@ display(Image(figure_png(plot_run(toy, diagnose(toy), title="toy: the proxy clim
 # `python -m grpo_core <experiment> --profile cpu --out data/runs/<name>` (experiment 1:
 # notebook 07; experiment 2's k sweep: notebook 08; experiment 3, reward hacking: notebook 09).
 # First the metrics that mean the same thing in every experiment, every run in one panel
-# (the rewards are left out: each experiment has its own scale):
+# (the rewards are left out: each experiment has its own scale). A setup recorded with several
+# seeds is drawn once, by its first seed; notebook 12 puts the seeds side by side:
 
 # %%
 from grpo_core.plots import compare_runs
+from grpo_core.seeds import group_by_setup
 
 runs = [load_run(path) for path in list_runs()]
+first_seeds = [group[0] for group in group_by_setup(runs)]
 print(f"{len(runs)} recorded runs: {[run.name for run in runs]}")
+print(f"drawn: {len(first_seeds)} setups, each by its first seed")
 if runs:
-    display(Image(figure_png(compare_runs(runs))))
+    display(Image(figure_png(compare_runs(first_seeds))))
 
 # %% [markdown]
-# Then each run's diagnosis. Its curves, with the flagged steps shaded, are one call away:
+# Then the diagnosis of each setup's first seed (the table after it covers every run). A run's
+# curves, with the flagged steps shaded, are one call away:
 # `plot_run(load_run("data/runs/<name>"), diagnose(...))`, or pick the run in section 4's
 # explorer (the gallery's runs are drawn in section 3).
 
 # %%
-diagnoses = {}
-for run in runs:
-    diagnoses[run.name] = diagnose(run)
+diagnoses = {run.name: diagnose(run) for run in runs}
+for run in first_seeds:
     display(diagnoses[run.name])
 
 # %% [markdown]

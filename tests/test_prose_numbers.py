@@ -43,6 +43,14 @@ QUOTED: dict[str, dict[str, str]] = {
     },
     "08_exp2_mbpp": {
         "0.22": "the lecture's mean reward on MBPP",
+        "0.418": "arithmetic in the statistics primer's hand-made example: the sd of its five "
+                 "problem means, sqrt(0.7 / 4) (the cell prints the standard error, 0.187)",
+        "0.3": "the primer's hand-made example: the mean of its changes 0.5, 0.5, 0, 0, 0.5 "
+               "(the cell prints it as +0.30)",
+    },
+    "09_exp3_reward_hacking": {
+        **dict.fromkeys(["0.4", "0.9", "0.10", "0.12", "0.09", "0.11"],
+                        "exercise 3's made-up run, whose records the learner builds"),
     },
     "10_trl": {
         "1.16": "TRL's version number",

@@ -137,7 +137,9 @@ def timing_table(scripts: list[Path], info: dict[str, dict]) -> str:
     machines = sorted({(got["machine"], got["profile"]) for got in info.values()})
     where = "; ".join(f"{m} ({p} profile)" for m, p in machines) or "not measured yet"
     loads = [got["load_before"] for got in info.values()]
-    idle = (f"load average before each build at most {max(loads):.1f}" if loads else "")
+    idle = (f"the 1-minute load average as each build began was at most {max(loads):.1f} (it "
+            "still counts the build before, when `make notebooks` runs them back to back)"
+            if loads else "")
     return "\n".join(rows) + f"\n\nMeasured by `make notebooks` on {where}; {idle}."
 
 
