@@ -198,7 +198,7 @@ def test_a_build_records_its_time_and_the_kernels_peak_memory(tmp_path, monkeypa
     assert figures["peak_rss_gib"] >= 300 / 1024  # the 300 MiB the cell held
     assert "cores" in figures["machine"] and figures["load_before"] >= 0
     table = timing_table([script, tmp_path / "98_other.py"], read_build_info(tmp_path))
-    assert "| [99_probe](99_probe.ipynb) | " in table and " GB |" in table
+    assert "| [99_probe](99_probe.ipynb) | " in table and " GiB |" in table
     assert "| [98_other](98_other.ipynb) | not measured yet | - |" in table
 
 

@@ -131,7 +131,7 @@ def timing_table(scripts: list[Path], info: dict[str, dict]) -> str:
     rows = ["| notebook | time to run | peak memory |", "|---|---|---|"]
     for script in scripts:
         got = info.get(script.stem)
-        figures = (f"{_minutes(got['seconds'])} | {got['peak_rss_gib']:.1f} GB" if got
+        figures = (f"{_minutes(got['seconds'])} | {got['peak_rss_gib']:.1f} GiB" if got
                    else "not measured yet | -")
         rows.append(f"| [{script.stem}]({script.stem}.ipynb) | {figures} |")
     machines = sorted({(got["machine"], got["profile"]) for got in info.values()})
