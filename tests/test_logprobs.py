@@ -419,9 +419,35 @@ def test_the_prompt_pass_runs_once_per_group_and_the_completions_on_its_cache(ti
     assert logits.shape == (6, 4, VOCAB)
 
 
-def test_rows_that_share_no_prompt_take_the_full_pass(tiny_lm, batch):
+def test_rows_that_share_no_prompt_take_the_full_pass(tiny_lm, batch, grouped_batch):
     input_ids, attention_mask, comp_mask = batch
     assert shared_prompt_logits(tiny_lm, input_ids, attention_mask, comp_mask.size(1)) is None
+    # two rows of width 8 (the check counts rows, not positions)
+    input_ids, attention_mask, comp_mask = (t[[0, 3]] for t in grouped_batch)
+    assert shared_prompt_logits(tiny_lm, input_ids, attention_mask, comp_mask.size(1)) is None
+
+
+def test_the_full_pass_is_the_default(tiny_lm, grouped_batch, monkeypatch):
+    import grpo_core.logprobs as logprobs
+
+    monkeypatch.setattr(logprobs, "shared_prompt_logits",
+                        lambda *a: pytest.fail("sharing is asked for, not the default"))
+    input_ids, attention_mask, comp_mask = grouped_batch
+    token_logprobs(tiny_lm, input_ids, attention_mask, comp_mask.size(1))
+
+
+@pytest.mark.parametrize(("attributes", "recomputes"), [
+    ({}, False),
+    ({"is_gradient_checkpointing": True}, True),  # transformers' older name
+    ({"is_gradient_checkpointing": False}, False),
+    ({"is_activation_checkpointing": True}, True),
+    ({"is_activation_checkpointing": False, "is_gradient_checkpointing": True}, False),
+])
+def test_activation_checkpointing_is_read_under_either_name(attributes, recomputes):
+    from grpo_core.logprobs import _recomputes_activations
+
+    model = type("Model", (), attributes)()
+    assert _recomputes_activations(model) is recomputes
 
 
 def test_a_model_that_recomputes_activations_is_not_asked_for_a_cache(grouped_batch,
