@@ -689,14 +689,23 @@ for k, summary in sorted(by_k.items()):
                                               f"{summary.seed_sem:.3f}" if several else "one seed"})
 if seed_rows:
     display(pd.DataFrame(seed_rows).set_index("k"))
+
+
+def seed_gap(a_mean: float, a_sem: float, b_mean: float,
+             b_sem: float) -> tuple[float, float, float | None]:
+    """Two across-seed means' difference, its standard error (independent seeds) and z."""
+    gap, error = a_mean - b_mean, (a_sem**2 + b_sem**2) ** 0.5
+    return gap, error, z_score(gap, error)
+
+
 ks = [k for k, summary in sorted(by_k.items()) if len(summary.seeds) > 1]
 k_pairs = [(a, b) for i, a in enumerate(ks) for b in ks[i + 1:]]
+# (k_a, k_b, gap, its standard error, z) for each pair of group sizes with several seeds
+k_gaps = [(a, b, *seed_gap(by_k[a].mean_change, by_k[a].seed_sem,
+                           by_k[b].mean_change, by_k[b].seed_sem)) for a, b in k_pairs]
 if k_pairs:
     bar = bonferroni_z(len(k_pairs))
-    for a, b in k_pairs:
-        gap = by_k[a].mean_change - by_k[b].mean_change
-        error = (by_k[a].seed_sem ** 2 + by_k[b].seed_sem ** 2) ** 0.5
-        z = z_score(gap, error)
+    for a, b, gap, error, z in k_gaps:
         verdict = "beyond" if z is not None and abs(z) >= bar else "within"
         print(f"k = {a} - k = {b}: {gap:+.3f} ± {error:.3f} over seeds "
               f"(z {z:+.1f}: {verdict} the bar |z| >= {bar:.2f} for {len(k_pairs)} comparisons)")
@@ -792,15 +801,9 @@ if lead is not None and lead.has_samples:
         f"{fenced_share[held.steps[-1]]:.0%} at step {held.steps[-1]} (the table of fenced and "
         f"other completions above shows whether the code inside improved too).")
 if k_pairs:
-    verdicts = []
-    for a, b in k_pairs:
-        gap = by_k[a].mean_change - by_k[b].mean_change
-        error = (by_k[a].seed_sem ** 2 + by_k[b].seed_sem ** 2) ** 0.5
-        z = z_score(gap, error)
-        verdicts.append((a, b, gap, error, z))
-    beyond = [v for v in verdicts if v[4] is not None and abs(v[4]) >= bar]
+    beyond = [v for v in k_gaps if v[4] is not None and abs(v[4]) >= bar]
     detail = "; ".join(f"k = {a} - k = {b}: {gap:+.3f} ± {error:.3f}"
-                       for a, b, gap, error, _ in verdicts)
+                       for a, b, gap, error, _ in k_gaps)
     bullets.append(
         (f"**No k is shown to learn more than another.** Over seeds ({detail}), no difference "
          f"reaches the bar of |z| >= {bar:.2f} for {len(k_pairs)} comparisons.") if not beyond
@@ -995,12 +998,16 @@ def across_seeds(kind: str, at_budget: bool) -> tuple[float, float, int]:
 if plain_budget and dynamic_runs:
     for label, at_budget in (("equal completions sampled", True), ("equal steps", False)):
         dyn, dyn_se, dyn_n = across_seeds("dynamic", at_budget)
-        plain, plain_se, plain_n = across_seeds("plain", at_budget)
-        error = (dyn_se**2 + plain_se**2) ** 0.5
+        flat, flat_se, flat_n = across_seeds("plain", at_budget)
+        gap, error, z = seed_gap(dyn, dyn_se, flat, flat_se)
+        if z is None:
+            print(f"at {label}: {dyn_n} dynamic and {flat_n} plain seed(s), too few for a "
+                  "standard error over seeds")
+            continue
         print(f"at {label}: dynamic {dyn:.3f} ± {dyn_se:.3f} ({dyn_n} seeds), plain "
-              f"{plain:.3f} ± {plain_se:.3f} ({plain_n} seeds); difference {dyn - plain:+.3f} "
-              f"± {error:.3f} (z {(dyn - plain) / error:+.1f}): "
-              + ("within the seeds' noise" if abs(dyn - plain) < 2 * error else "a difference"))
+              f"{flat:.3f} ± {flat_se:.3f} ({flat_n} seeds); difference {gap:+.3f} "
+              f"± {error:.3f} (z {z:+.1f}): "
+              + ("within the seeds' noise" if abs(z) < 2 else "a difference"))
 
 # %% [markdown]
 # ## 6. Train it yourself (a short live demo)
