@@ -19,7 +19,11 @@ clock, sampling included), the rollout throughput (completion tokens, up to and 
 the first EOS, per second of sampling) and its fraction of a bound measured on this machine
 (rows x read bandwidth / bytes of weights read per decoding step: each step of a batched
 decode reads every weight once), a decoding step's own time (a rollout's seconds over its
-decoding steps) beside the time of reading the weights once, and the peak memory (resident set size on CPU,
+decoding steps) beside the time of reading the weights once and the time of its arithmetic
+(rows x 2 FLOP per weight) at the CPU's measured matmul peak in the sampling precision (the
+best 2048-cubed product): in float32 on a CPU without AVX-512, 16 rows are enough arithmetic
+for the second to exceed the first, so the bandwidth bound cannot be reached there. Then
+the peak memory (resident set size on CPU,
 ``torch.cuda.max_memory_allocated`` on a GPU). The last line is the ratio ours / TRL at the
 default precision. The first line names the CPU, its flags that decide the plan (avx2,
 avx512f, avx512_bf16, amx_bf16) and the load average, printed again with each precision's
@@ -130,6 +134,22 @@ def read_bandwidth(megabytes: int = 512, repeats: int = 5) -> float:
     return buffer.numel() * 4 / best
 
 
+def matmul_peak(dtype_name: str = "float32", size: int = 2048, repeats: int = 5) -> float:
+    """Multiply-add FLOP per second this machine sustains in ``dtype_name``: the best of
+    ``repeats`` ``size``-cubed matrix products (large enough for the kernel's best blocking)."""
+    import torch
+
+    dtype = getattr(torch, dtype_name)
+    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
+    a @ b  # warm-up: thread pool and the kernel's first call
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best
+
+
 def load(device: str):
     from grpo_core.models import load_policy
     from grpo_core.profiles import get_profile
@@ -171,7 +191,8 @@ def run_ours(steps: int, device: str, *, sizes: dict[str, int] = SIZES, precisio
     import torch
 
     read = weight_bytes(model, None if sampling is None else getattr(torch, sampling))
-    return summary("grpo_core", step_times, generations[1:], device, read, phases)
+    return summary("grpo_core", step_times, generations[1:], device, read,
+                   sum(p.numel() for p in model.parameters()), phases)
 
 
 def run_trl(steps: int, device: str, *, sizes: dict[str, int] = SIZES, precision=None,
@@ -221,11 +242,12 @@ def run_trl(steps: int, device: str, *, sizes: dict[str, int] = SIZES, precision
                               train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
                               callbacks=[StepTimer()])
         trainer.train()
-    return summary("TRL GRPOTrainer", step_times[1:], generations[1:], device, read)
+    return summary("TRL GRPOTrainer", step_times[1:], generations[1:], device, read,
+                   sum(p.numel() for p in model.parameters()))
 
 
 def summary(name: str, step_times: list[float], generations: list, device: str,
-            read_bytes: int, phases: dict[str, float] | None = None) -> dict:
+            read_bytes: int, weight_count: int, phases: dict[str, float] | None = None) -> dict:
     import torch
 
     if device == "cuda":
@@ -239,6 +261,8 @@ def summary(name: str, step_times: list[float], generations: list, device: str,
             "rollout_tokens_per_s": tokens / seconds if seconds else float("nan"),
             "decode_step_s": seconds / decoding_steps if decoding_steps else float("nan"),
             "weight_bytes_per_decode_step": read_bytes, "phases": phases or {},
+            # one multiply-add per weight per row: the arithmetic of a decoding step
+            "flop_per_row_per_decode_step": 2 * weight_count,
             "peak_memory_gib": peak, "memory_kind": "GPU allocated" if device == "cuda" else "RSS"}
 
 
@@ -280,7 +304,8 @@ def merge(runs: list[dict]) -> dict:
             "peak_memory_gib": max(r["peak_memory_gib"] for r in runs), "phases": phases}
 
 
-def report(result: dict, bandwidth: float | None, rows: int) -> str:
+def report(result: dict, bandwidth: float | None, rows: int, peak_flops: float | None = None,
+           peak_dtype: str = "float32") -> str:
     times = ", ".join(f"{t:.1f}" for t in result["step_times"])
     line = (f"{result['name']:>16}: median step {result['median_step_s']:.2f} s ({times}); rollout "
             f"{result['rollout_tokens_per_s']:.0f} tokens/s")
@@ -293,6 +318,10 @@ def report(result: dict, bandwidth: float | None, rows: int) -> str:
         line += (f"; a decoding step {own * 1e3:.0f} ms (a rollout's time / its decoding steps) "
                  f"beside the {result['weight_bytes_per_decode_step'] / bandwidth * 1e3:.0f} ms "
                  f"of reading the weights once")
+    if peak_flops:
+        flop = rows * result["flop_per_row_per_decode_step"]
+        line += (f" and the {flop / peak_flops * 1e3:.0f} ms of its {flop / 1e9:.1f} GFLOP at "
+                 f"this CPU's {peak_dtype} matmul peak ({peak_flops / 1e9:.0f} GFLOP/s)")
     line += f"; peak {result['memory_kind']} {result['peak_memory_gib']:.2f} GiB"
     if result["phases"]:
         line += "\n" + " " * 18 + "median per step: " + ", ".join(
@@ -356,13 +385,15 @@ def main() -> int:
         merged = {impl: merge(r) for impl, r in runs.items()}
         bandwidth = read_bandwidth() if args.device == "cpu" else None  # in this process:
         # its 512 MB buffer must not count in a child's peak memory
+        peak_dtype = "float32" if name == "float32" or default.autocast is None else default.autocast
+        peak = matmul_peak(peak_dtype) if args.device == "cpu" else None
         label = default.reason if name == "default" else "float32 throughout"
         print(f"\n-- {name}: {label}")
         if bandwidth:
             print(f"   read bandwidth {bandwidth / 1e9:.1f} GB/s; load average "
                   f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         for result in merged.values():
-            print(report(result, bandwidth, PROMPTS_PER_STEP * GROUP))
+            print(report(result, bandwidth, PROMPTS_PER_STEP * GROUP, peak, peak_dtype))
         ratios[name] = merged["ours"]["median_step_s"] / merged["trl"]["median_step_s"]
         print(f"ratio ours / TRL at {name} (median step time): {ratios[name]:.2f}")
     final = "default" if "default" in ratios else names[-1]

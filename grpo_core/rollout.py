@@ -184,7 +184,10 @@ def sample_next_token(logits: Tensor, temperature: float = 1.0, top_p: float = 1
     Returns:
         ``[B]`` token ids.
     """
-    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    scaled = logits.float()
+    if temperature != 1.0:  # at 1 the division changes nothing: skip a pass over [B, V]
+        scaled = scaled / temperature
+    probs = torch.softmax(scaled, dim=-1)
     order = None
     if top_p < 1.0:
         probs, order = probs.sort(dim=-1, descending=True)
@@ -257,12 +260,16 @@ def _decode(model, input_ids, attention_mask, max_new_tokens, eos_token_ids, pad
     ``next_token`` still gets ``[B, V]`` logits for every row (an ended row keeps its last
     ones, and its token is replaced by ``pad_token_id`` as before), so it draws the same random
     numbers as a loop that keeps every row: the same seed gives the same samples.
+
+    The key/value cache reserves room for ``max_new_tokens`` positions after the prompt
+    (:func:`grpo_core.kv_cache.reserved_cache`): each step writes its token's keys and values
+    in place instead of copying the whole cache into a longer tensor.
     """
-    from transformers import DynamicCache
+    from grpo_core.kv_cache import reserved_cache
 
     device = input_ids.device
     rows = input_ids.size(0)
-    cache = DynamicCache(config=model.config)
+    cache = reserved_cache(model.config, max_new_tokens)
     eos = torch.tensor(eos_token_ids, device=device)
     finished = torch.zeros(rows, dtype=torch.bool, device=device)
     stopped_at = torch.zeros(rows, dtype=torch.long, device=device)

@@ -562,6 +562,40 @@ else:
     print("this torch cannot pack weights for its CPU kernel: the loop samples from the model")
 
 # %% [markdown]
+# One more saving inside the decoding loop, for every model and device: the key/value cache.
+# Hugging Face's `DynamicCache` grows by concatenation, so each new token copies every
+# layer's whole cache into a tensor one position longer. `sample_group`'s cache
+# (`grpo_core.kv_cache`) reserves room for `max_new_tokens` positions after the prompt and
+# writes each token's keys and values into it in place; the model reads views of the filled
+# part, the same numbers. A toy layer of this model's shape (16 rows, a 40-token prompt,
+# then five tokens):
+
+# %%
+# NBVAL_CHECK_OUTPUT
+from transformers.cache_utils import DynamicLayer
+
+from grpo_core.kv_cache import ReservedLayer
+
+
+def tokens_that_moved_the_cache(layer, tokens=5, rows=16, prompt=40):
+    """How many of ``tokens`` one-token updates left the layer's keys in new memory."""
+    heads = model.config.num_key_value_heads
+    dim = (getattr(model.config, "head_dim", None)
+           or model.config.hidden_size // model.config.num_attention_heads)
+    layer.update(torch.zeros(rows, heads, prompt, dim), torch.zeros(rows, heads, prompt, dim))
+    moved = 0
+    for _ in range(tokens):
+        before = layer.keys.data_ptr()
+        layer.update(torch.zeros(rows, heads, 1, dim), torch.zeros(rows, heads, 1, dim))
+        moved += layer.keys.data_ptr() != before
+    return moved
+
+
+print(f"DynamicCache's layer: {tokens_that_moved_the_cache(DynamicLayer())} of 5 tokens copied "
+      "the whole cache to new memory")
+print(f"the reserved layer:   {tokens_that_moved_the_cache(ReservedLayer(reserve=64))} of 5")
+
+# %% [markdown]
 # What reuse buys: with `num_iterations` = μ updates on each rollout, one generation is shared
 # by μ updates, so each update costs `generate / μ + update`. From the two times just measured:
 
@@ -582,7 +616,9 @@ for reuse in (1, 2, 4):
 #   `sample_group` uses that: it runs the prompt pass once per distinct prompt (a group's k
 #   rows share it) and drops a completion from the batch as soon as it ends, so a group whose
 #   answers are short no longer pays for its longest one on every row (the same draws, the
-#   same distribution).
+#   same distribution). Writing the cache in place saves less than it looks (a few percent of
+#   a float32 decoding step on a 2-core CPU without AVX-512, `docs/performance.md`): the
+#   arithmetic of the matrix products is most of the step.
 # - **The update** is one forward and one backward pass over all B × (prompt + completion)
 #   tokens at once: large matrix products, bound by arithmetic. (The cell above times that
 #   plain pass. The training loop runs each group's prompt once and its k completions on top
