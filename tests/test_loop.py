@@ -215,7 +215,12 @@ def test_micro_batches_give_the_whole_batch_loss_and_gradient(new_tiny_policy, l
             assert step_micro[key] == pytest.approx(step_whole[key], rel=1e-4, abs=1e-6), key
     assert whole[1]["loss"] != pytest.approx(0.0, abs=1e-4)  # the compared numbers are not 0
     assert whole[1]["kl"] > 0
-    torch.testing.assert_close(micro_weights, whole_weights, rtol=1e-4, atol=1e-6)
+    # AdamW divides each gradient by its own running scale, so where a gradient is tiny a
+    # rounding difference in it (the micro-batches sum in another order) can move that element's
+    # step by a visible fraction; allow a thousandth of what two steps can move an element
+    # (about lr each). Dropping or mis-weighting a micro-batch moves weights by ~lr.
+    torch.testing.assert_close(micro_weights, whole_weights, rtol=1e-4,
+                               atol=1e-3 * cfg.learning_rate * cfg.max_steps)
 
 
 def test_a_rollout_is_reused_for_num_iterations_steps_with_its_old_logprobs(tiny_policy):
