@@ -20,6 +20,8 @@ from typing import Any
 from torch import Tensor
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
+POSITIONS = 2  # the axis of a layer's [B, H, S, D] keys and values that counts positions
+
 
 class ReservedLayer(DynamicLayer):
     """A ``DynamicLayer`` whose ``[B, H, S, D]`` keys and values are views of ``[B, H, S + room, D]`` buffers.
@@ -36,9 +38,8 @@ class ReservedLayer(DynamicLayer):
             raise ValueError(f"reserve must be >= 0, got {reserve}")
         super().__init__()
         self.reserve = reserve
-        self._key_room: Tensor | None = None
-        self._value_room: Tensor | None = None
-        self._keys_view: Tensor | None = None  # what update last returned: still ours?
+        # the two buffers, and the keys view update last returned (are the keys still ours?)
+        self._key_room = self._value_room = self._keys_view = None
         self._width: int | None = None  # the buffers' positions
 
     def _reserve_room(self, key_states: Tensor, value_states: Tensor) -> None:
@@ -46,8 +47,8 @@ class ReservedLayer(DynamicLayer):
         ``[B, H, n, D]`` states. Their width is fixed by the first call (the prompt's positions
         plus ``reserve``), so rows leaving the batch never make the room larger; only a call
         that would overflow it widens it, by ``reserve`` positions more."""
-        filled = self.keys.size(-2) if self.keys.dim() == 4 else 0
-        needed = filled + key_states.size(-2)
+        filled = self.keys.size(POSITIONS) if self.keys.dim() == 4 else 0
+        needed = filled + key_states.size(POSITIONS)
         if self._width is None or needed > self._width:
             self._width = needed + self.reserve
         rooms = []
@@ -64,10 +65,9 @@ class ReservedLayer(DynamicLayer):
         """Write ``[B, H, n, D]`` new keys and values after the cached ones; return all of them."""
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
-        filled = self.keys.size(-2) if self.keys.dim() == 4 else 0
-        new = key_states.size(-2)
-        if (self.keys is not self._keys_view or self._key_room is None
-                or filled + new > self._key_room.size(-2)):
+        filled = self.keys.size(POSITIONS) if self.keys.dim() == 4 else 0
+        new = key_states.size(POSITIONS)
+        if self.keys is not self._keys_view or filled + new > self._key_room.size(POSITIONS):
             self._reserve_room(key_states, value_states)
         self._key_room[:, :, filled:filled + new] = key_states
         self._value_room[:, :, filled:filled + new] = value_states

@@ -54,12 +54,21 @@ def test_rows_leaving_the_batch_never_widen_the_room():
     layer = ReservedLayer(reserve=3)
     layer.update(*_states(4, 5, 0))  # room for 8 positions
     layer.update(*_states(4, 1, 1))
+    layer.update(*_states(4, 1, 2))
     layer.batch_select_indices(torch.tensor([1, 2]))
-    layer.update(*_states(2, 1, 2))
+    layer.update(*_states(2, 1, 3))  # the eighth position: the room is exactly full
     assert layer.keys.untyped_storage().nbytes() == 2 * 2 * 8 * 4 * 4  # rows x heads x 8 x dim
-    layer.update(*_states(2, 1, 3))
-    layer.update(*_states(2, 1, 4))  # the ninth position: 3 more reserved
+    layer.update(*_states(2, 1, 4))  # the ninth: 3 more reserved
     assert layer.keys.untyped_storage().nbytes() == 2 * 2 * 12 * 4 * 4
+
+
+def test_with_no_reserve_every_token_widens_the_room_and_nothing_is_lost():
+    ours, theirs = ReservedLayer(reserve=0), DynamicLayer()
+    for seed, positions in enumerate([3, 1, 1]):
+        for layer in (ours, theirs):
+            layer.update(*_states(2, positions, seed))
+        assert _same(ours, theirs)
+        assert ours.keys.untyped_storage().nbytes() == 2 * 2 * ours.get_seq_length() * 4 * 4
 
 
 def test_reset_empties_the_layer():
@@ -82,6 +91,7 @@ def test_the_model_computes_the_same_logits_with_either_cache(tiny_policy):
     ids = torch.tensor([[0, 5, 6, 7], [8, 9, 10, 11]])
     mask = torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]])
     caches = [reserved_cache(model.config, reserve=4), DynamicCache(config=model.config)]
+    assert len(caches[0].layers) == model.config.num_hidden_layers
     assert all(isinstance(layer, ReservedLayer) for layer in caches[0].layers)
     with torch.no_grad():
         logits = [model(input_ids=ids, attention_mask=mask, cache=cache, use_cache=True).logits
@@ -102,3 +112,17 @@ def test_the_model_computes_the_same_logits_with_either_cache(tiny_policy):
             logits = [model(input_ids=tokens, attention_mask=mask, cache=cache,
                             use_cache=True).logits for cache in caches]
             assert torch.equal(*logits), f"step {step}"
+
+
+def test_a_sliding_window_layer_keeps_its_own_class():
+    """Only full-attention layers are reserved: a sliding-window layer (a subclass of
+    DynamicLayer that drops old positions) stays what the model asked for."""
+    from transformers import Qwen3Config
+    from transformers.cache_utils import DynamicSlidingWindowLayer
+
+    config = Qwen3Config(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, head_dim=8,
+                         use_sliding_window=True, sliding_window=4,
+                         layer_types=["full_attention", "sliding_attention"])
+    kinds = [type(layer) for layer in reserved_cache(config, reserve=4).layers]
+    assert kinds == [ReservedLayer, DynamicSlidingWindowLayer]
