@@ -1,16 +1,17 @@
 """A key/value cache with room reserved for the tokens still to come (notebook 04, section 6).
 
 Hugging Face's ``DynamicCache`` grows by concatenation: every decoding step copies each
-layer's whole key and value tensors into a new, one position longer, allocation. At 16 rows
-and about a hundred positions that is 60 copies of a megabyte or more per step, and on a
-2-core CPU it was a fifth of a float32 decoding step (``torch.profiler``: ``aten::cat``
-2.4 s of 12.9 s over a 64-token rollout of SmolLM2-135M, an AMD EPYC with AVX2 only).
+layer's whole key and value tensors into a new, one position longer, allocation: at 16 rows
+and about a hundred positions, 60 copies of a megabyte or more per step. ``torch.profiler``
+put ``aten::cat`` at 2.4 s of 12.9 s over a 64-token rollout of SmolLM2-135M in float32 (a
+2-core AMD EPYC with AVX2 only); the wall clock gained less, about 3 % of a decoding step
+(docs/performance.md), because the matrix products are most of it.
 
 :class:`ReservedLayer` keeps each layer's keys and values in a buffer with room for
 ``reserve`` more positions and writes every new token into that room: the tensors the model
 reads are views of the buffer's filled part, holding exactly the numbers ``DynamicLayer``
 would hold, so attention computes the same outputs. What it leaves out: a sliding-window
-layer (none of the course's models has one) stays a ``DynamicLayer``.
+layer (none of the course's models has one) keeps its own class and grows as before.
 """
 
 from __future__ import annotations
@@ -42,12 +43,11 @@ class ReservedLayer(DynamicLayer):
         self._key_room = self._value_room = self._keys_view = None
         self._width: int | None = None  # the buffers' positions
 
-    def _reserve_room(self, key_states: Tensor, value_states: Tensor) -> None:
-        """New buffers holding the cached keys and values (or none yet) and the incoming
+    def _reserve_room(self, filled: int, key_states: Tensor, value_states: Tensor) -> None:
+        """New buffers holding the ``filled`` cached positions and the incoming
         ``[B, H, n, D]`` states. Their width is fixed by the first call (the prompt's positions
         plus ``reserve``), so rows leaving the batch never make the room larger; only a call
         that would overflow it widens it, by ``reserve`` positions more."""
-        filled = self.keys.size(POSITIONS) if self.keys.dim() == 4 else 0
         needed = filled + key_states.size(POSITIONS)
         if self._width is None or needed > self._width:
             self._width = needed + self.reserve
@@ -68,7 +68,7 @@ class ReservedLayer(DynamicLayer):
         filled = self.keys.size(POSITIONS) if self.keys.dim() == 4 else 0
         new = key_states.size(POSITIONS)
         if self.keys is not self._keys_view or filled + new > self._key_room.size(POSITIONS):
-            self._reserve_room(key_states, value_states)
+            self._reserve_room(filled, key_states, value_states)
         self._key_room[:, :, filled:filled + new] = key_states
         self._value_room[:, :, filled:filled + new] = value_states
         self.keys = self._keys_view = self._key_room[:, :, :filled + new]

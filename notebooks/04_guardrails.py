@@ -567,8 +567,8 @@ else:
 # layer's whole cache into a tensor one position longer. `sample_group`'s cache
 # (`grpo_core.kv_cache`) reserves room for `max_new_tokens` positions after the prompt and
 # writes each token's keys and values into it in place; the model reads views of the filled
-# part, the same numbers. A toy layer of this model's shape (16 rows, a 40-token prompt,
-# then five tokens):
+# part, the same numbers. A toy layer of SmolLM2-135M's shape (16 rows, 3 key/value heads of
+# 64 numbers each, a 40-token prompt, then five tokens):
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -577,11 +577,8 @@ from transformers.cache_utils import DynamicLayer
 from grpo_core.kv_cache import ReservedLayer
 
 
-def tokens_that_moved_the_cache(layer, tokens=5, rows=16, prompt=40):
+def tokens_that_moved_the_cache(layer, tokens=5, rows=16, heads=3, dim=64, prompt=40):
     """How many of ``tokens`` one-token updates left the layer's keys in new memory."""
-    heads = model.config.num_key_value_heads
-    dim = (getattr(model.config, "head_dim", None)
-           or model.config.hidden_size // model.config.num_attention_heads)
     layer.update(torch.zeros(rows, heads, prompt, dim), torch.zeros(rows, heads, prompt, dim))
     moved = 0
     for _ in range(tokens):
