@@ -18,12 +18,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
 from grpo_core.logprobs import completion_mask, distinct_prompts, token_logprobs
+from grpo_core.packed_decoder import DecodeCache, PackedDecoder, can_decode
 from grpo_core.profiles import Profile
 
 if TYPE_CHECKING:
@@ -243,9 +244,46 @@ def decode_until(
     return new_ids.clone(), stopped_at.clone()
 
 
+class _ModelSteps:
+    """Decoding steps through the model's own forward, on a cache with reserved room."""
+
+    def __init__(self, model: PreTrainedModel, cache: Any, attention_mask: Tensor) -> None:
+        self.model, self.cache, self.attention_mask = model, cache, attention_mask
+
+    def keep_rows(self, rows: Tensor) -> None:
+        self.cache.batch_select_indices(rows)
+        self.attention_mask = self.attention_mask[rows]
+
+    def __call__(self, tokens: Tensor, positions: Tensor) -> Tensor:
+        """``[B]`` tokens at ``[B]`` positions -> ``[B, V]`` next-token logits."""
+        self.attention_mask = torch.cat(
+            [self.attention_mask, self.attention_mask.new_ones(tokens.size(0), 1)], dim=1)
+        return self.model(input_ids=tokens[:, None], attention_mask=self.attention_mask,
+                          position_ids=positions[:, None], cache=self.cache, use_cache=True,
+                          logits_to_keep=1).logits[:, -1]
+
+
+class _PackedSteps:
+    """Decoding steps written out for a packed Llama sampling copy
+    (:class:`grpo_core.packed_decoder.PackedDecoder`)."""
+
+    def __init__(self, model: PreTrainedModel, cache: Any, attention_mask: Tensor,
+                 reserve: int) -> None:
+        self.decoder = PackedDecoder(model)
+        self.cache = DecodeCache.from_layers([(layer.keys, layer.values) for layer in cache.layers],
+                                             attention_mask, reserve)
+
+    def keep_rows(self, rows: Tensor) -> None:
+        self.cache.keep_rows(rows)
+
+    def __call__(self, tokens: Tensor, positions: Tensor) -> Tensor:
+        return self.decoder.step(tokens, positions, self.cache)
+
+
 def _decode(model, input_ids, attention_mask, max_new_tokens, eos_token_ids, pad_token_id,
             next_token, stop=None) -> tuple[Tensor, Tensor]:
-    """The loop itself, with two savings that leave every row's logits as they were:
+    """The loop itself, with savings that leave every row's logits as they were (up to float
+    rounding):
 
     - **one prompt pass per distinct prompt**: a group's ``k`` rows hold the same prompt, so
       the prompt pass runs on the distinct rows only and its cache is copied ``k`` times (a
@@ -255,17 +293,22 @@ def _decode(model, input_ids, attention_mask, max_new_tokens, eos_token_ids, pad
       dropped from the key/value cache and from every later forward pass. On a CPU a decoding
       step's matrix products cost about in proportion to the rows (float32 at 16 rows is
       compute-bound, not memory-bound), so a group whose completions end early no longer pays
-      for its longest one on every row.
+      for its longest one on every row;
+    - **a decoding step written out** for a packed float32 Llama sampling copy
+      (:mod:`grpo_core.packed_decoder`, where :func:`~grpo_core.packed_decoder.can_decode`
+      says so): the same products with fewer operations around them; any other model decodes
+      through its own forward.
 
     ``next_token`` still gets ``[B, V]`` logits for every row (an ended row keeps its last
     ones, and its token is replaced by ``pad_token_id`` as before), so it draws the same random
     numbers as a loop that keeps every row: the same seed gives the same samples.
 
     The key/value cache reserves room for ``max_new_tokens`` positions after the prompt
-    (:func:`grpo_core.kv_cache.reserved_cache`): each step writes its token's keys and values
-    in place instead of copying the whole cache into a longer tensor.
+    (:func:`grpo_core.kv_cache.reserved_cache`, or the written-out step's own buffers): each
+    step writes its token's keys and values in place instead of copying the whole cache into a
+    longer tensor.
     """
-    from grpo_core.kv_cache import reserved_cache
+    from grpo_core.kv_cache import reserved_cache  # transformers: only once a model decodes
 
     device = input_ids.device
     rows = input_ids.size(0)
@@ -281,9 +324,13 @@ def _decode(model, input_ids, attention_mask, max_new_tokens, eos_token_ids, pad
                    logits_to_keep=last).logits[:, -1]
     if unique_ids.size(0) < rows:
         cache.batch_select_indices(copy_of)
+    if can_decode(model):
+        steps = _PackedSteps(model, cache, attention_mask, max_new_tokens)
+    else:
+        steps = _ModelSteps(model, cache, attention_mask)
     all_logits = logits[copy_of]  # [B, V]: every row's latest logits, ended rows' included
     alive = torch.arange(rows, device=device)  # the original rows still in the batch
-    positions = _positions(attention_mask)[:, -1:]
+    positions = _positions(attention_mask)[:, -1]
     tokens: list[Tensor] = []
     for _ in range(max_new_tokens):
         token = next_token(all_logits).masked_fill(finished, pad_token_id)
@@ -299,15 +346,10 @@ def _decode(model, input_ids, attention_mask, max_new_tokens, eos_token_ids, pad
         keep = ~finished[alive]
         if not keep.all():  # some rows ended: drop them from the cache and the batch
             kept = keep.nonzero().flatten()
-            cache.batch_select_indices(kept)
-            alive, attention_mask, positions = alive[kept], attention_mask[kept], positions[kept]
-        attention_mask = torch.cat([attention_mask, attention_mask.new_ones(alive.size(0), 1)],
-                                   dim=1)
+            steps.keep_rows(kept)
+            alive, positions = alive[kept], positions[kept]
         positions = positions + 1
-        logits = model(input_ids=token[alive, None], attention_mask=attention_mask,
-                       position_ids=positions, cache=cache, use_cache=True,
-                       logits_to_keep=1).logits[:, -1]
-        all_logits[alive] = logits
+        all_logits[alive] = steps(token[alive], positions)
     return torch.stack(tokens, dim=1), stopped_at
 
 
