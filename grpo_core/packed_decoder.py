@@ -47,11 +47,9 @@ _PROJECTIONS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "sel
 def can_decode(model: Any) -> bool:
     """Whether :class:`PackedDecoder` computes ``model``'s decoding step: a Llama whose every
     weight product is a float32 :class:`~grpo_core.packed.PackedLinear` without bias, with
-    SiLU gates and no sliding window."""
+    SiLU gates (Llama has no sliding-window layers)."""
     config = getattr(model, "config", None)
     if getattr(config, "model_type", None) != "llama" or getattr(config, "hidden_act", None) != "silu":
-        return False
-    if getattr(config, "sliding_window", None) is not None:
         return False
     try:
         layers = list(model.model.layers)
@@ -141,7 +139,7 @@ class PackedDecoder:
         self.eps = model.config.rms_norm_eps
 
     def _norm(self, hidden: Tensor, weight: Tensor) -> Tensor:
-        return torch.rms_norm(hidden, (hidden.size(-1),), weight, self.eps)
+        return torch.rms_norm(hidden, weight.shape, weight, self.eps)
 
     @torch.inference_mode()
     def step(self, tokens: Tensor, positions: Tensor, cache: DecodeCache) -> Tensor:

@@ -125,6 +125,7 @@ def test_a_full_cache_a_wrong_batch_and_a_released_layer_are_refused():
         decoder.step(torch.tensor([3, 4, 5]), torch.tensor([2, 2, 2]), cache)
     with pytest.raises(ValueError, match="reserve"):
         DecodeCache.from_layers(layers, mask, reserve=-1)
+    assert DecodeCache.from_layers(layers, mask, reserve=0).room == 0  # a prompt alone is fine
     with pytest.raises(ValueError, match="holds 2 positions, the mask 3"):
         DecodeCache.from_layers(layers, torch.ones(2, 3, dtype=torch.long), reserve=1)
     sampler.lm_head.release()
