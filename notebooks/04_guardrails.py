@@ -530,8 +530,25 @@ print(f"update     {update_s:6.1f} s  ({update_s / total:.0%})")
 # arithmetic; oneDNN, the library under torch on a CPU, can rearrange each matrix once into
 # the blocked layout its kernel reads (`grpo_core.packed`). The copy is frozen between two
 # updates, so the loop packs once per step and then decodes every token with it (in bfloat16
-# where the CPU has bfloat16 instructions, float32 elsewhere). The same rollout (the updated
-# model, one seed) sampled from the model and from a packed float32 copy of it:
+# where the CPU has bfloat16 instructions, float32 elsewhere).
+#
+# In float32, a Llama copy (SmolLM2 is one) also decodes through a step written out by hand
+# (`grpo_core.packed_decoder`): the model's own forward is general, and around the seven
+# weight products of each layer it runs module calls, a mask builder, the cache's bookkeeping
+# and a dozen small tensor operations, a sizeable share of a decoding step on a 2-core CPU
+# (`docs/performance.md` has the measurements). Written out, a layer of a decoder is these lines: RMS norm, the query, key
+# and value products, the rotary position embedding, attention over the cached keys (the
+# query heads that share a key/value head go in together), the output product with the
+# residual added, and the SwiGLU MLP:
+
+# %%
+from grpo_core.packed_decoder import PackedDecoder
+
+print(inspect.getsource(PackedDecoder.step))
+
+# %% [markdown]
+# The same rollout (the updated model, one seed) sampled from the model and from a packed
+# float32 copy of it (written-out steps included):
 
 # %%
 from grpo_core.loop import make_sampler
