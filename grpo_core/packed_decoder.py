@@ -17,7 +17,8 @@ row):
   ``sin``); the new keys and values written in place into a buffer with room for the
   completion; attention as one ``scaled_dot_product_attention`` whose "query length" is the
   ``G`` query heads sharing a key/value head (grouped-query attention without repeating the
-  keys); the residual added by the product itself (oneDNN's ``add`` post-op);
+  keys); the residual added by the product itself (``PackedLinear.product(x, h)``, oneDNN's
+  ``add`` post-op);
 - ``h <- h + W_down (silu(W_gate x) * W_up x)`` with ``x = rmsnorm(h)``, the residual again
   added by the product.
 
@@ -60,15 +61,6 @@ def can_decode(model: Any) -> bool:
     return bool(layers) and all(
         isinstance(product, PackedLinear) and product.bias is None
         and product.dtype == torch.float32 for product in products)
-
-
-def _packed_product(x: Tensor, layer: PackedLinear, residual: Tensor | None = None) -> Tensor:
-    """``[B, in]`` -> ``[B, out]``: ``x @ W.T`` (``+ residual``, added inside the kernel)."""
-    if layer.released:
-        raise RuntimeError("this packed layer was released: repack it before sampling")
-    if residual is None:
-        return torch.ops.mkldnn._linear_pointwise(x, layer.packed, None, "none", [], "")
-    return torch.ops.mkldnn._linear_pointwise.binary(x, residual, layer.packed, None, "add")
 
 
 def _rope(x: Tensor, cos: Tensor, signed_sin: Tensor) -> Tensor:
@@ -160,21 +152,18 @@ class PackedDecoder:
             attention, mlp = layer.self_attn, layer.mlp
             kv_heads, _, dim = cache.keys[index].shape[1:]
             x = self._norm(hidden, layer.input_layernorm.weight)
-            query = _rope(_packed_product(x, attention.q_proj).view(rows, -1, dim), cos, signed_sin)
-            key = _rope(_packed_product(x, attention.k_proj).view(rows, kv_heads, dim), cos,
-                        signed_sin)
-            cache.keys[index][:, :, at] = key
-            cache.values[index][:, :, at] = _packed_product(x, attention.v_proj).view(
-                rows, kv_heads, dim)
+            query = _rope(attention.q_proj.product(x).view(rows, -1, dim), cos, signed_sin)
+            key = attention.k_proj.product(x).view(rows, kv_heads, dim)
+            cache.keys[index][:, :, at] = _rope(key, cos, signed_sin)
+            cache.values[index][:, :, at] = attention.v_proj.product(x).view(rows, kv_heads, dim)
             # [B, KV, G, D]: query heads h = kv * G + g share key/value head kv (repeat_kv's order)
             grouped = query.view(rows, kv_heads, -1, dim)
             mixed = functional.scaled_dot_product_attention(
                 grouped, cache.keys[index][:, :, :at + 1], cache.values[index][:, :, :at + 1],
                 attn_mask=attends, scale=attention.scaling)
-            hidden = _packed_product(mixed.reshape(rows, -1), attention.o_proj, hidden)
+            hidden = attention.o_proj.product(mixed.reshape(rows, -1), hidden)
             x = self._norm(hidden, layer.post_attention_layernorm.weight)
-            gated = functional.silu(_packed_product(x, mlp.gate_proj)).mul_(
-                _packed_product(x, mlp.up_proj))
-            hidden = _packed_product(gated, mlp.down_proj, hidden)
+            gated = functional.silu(mlp.gate_proj.product(x)).mul_(mlp.up_proj.product(x))
+            hidden = mlp.down_proj.product(gated, hidden)
         cache.filled += 1
-        return _packed_product(self._norm(hidden, model.model.norm.weight), model.lm_head)
+        return model.lm_head.product(self._norm(hidden, model.model.norm.weight))

@@ -312,7 +312,9 @@ def _decode(model, input_ids, attention_mask, max_new_tokens, eos_token_ids, pad
 
     device = input_ids.device
     rows = input_ids.size(0)
-    cache = reserved_cache(model.config, max_new_tokens)
+    written_out = can_decode(model)
+    # the written-out step decodes from buffers of its own: the prompt pass needs no room
+    cache = reserved_cache(model.config, 0 if written_out else max_new_tokens)
     eos = torch.tensor(eos_token_ids, device=device)
     finished = torch.zeros(rows, dtype=torch.bool, device=device)
     stopped_at = torch.zeros(rows, dtype=torch.long, device=device)
@@ -324,7 +326,7 @@ def _decode(model, input_ids, attention_mask, max_new_tokens, eos_token_ids, pad
                    logits_to_keep=last).logits[:, -1]
     if unique_ids.size(0) < rows:
         cache.batch_select_indices(copy_of)
-    if can_decode(model):
+    if written_out:
         steps = _PackedSteps(model, cache, attention_mask, max_new_tokens)
     else:
         steps = _ModelSteps(model, cache, attention_mask)

@@ -25,6 +25,15 @@ def test_a_packed_layer_computes_what_linear_computes(bias, shape):
     torch.testing.assert_close(got, linear(x), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_residual_is_added_by_the_packed_product(bias):
+    torch.manual_seed(0)
+    linear = nn.Linear(12, 7, bias=bias)
+    x, residual = torch.randn(5, 12), torch.randn(5, 7)
+    got = PackedLinear(linear).product(x, residual)
+    torch.testing.assert_close(got, linear(x) + residual, atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.skipif(not packing_available("bfloat16"), reason="no packed bfloat16 kernel here")
 def test_a_packed_bfloat16_layer_rounds_like_a_bfloat16_linear():
     torch.manual_seed(0)
