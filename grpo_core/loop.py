@@ -43,8 +43,10 @@ from grpo_core.logprobs import token_logprobs
 from grpo_core.lora import adapter_disabled, add_lora, has_adapter
 from grpo_core.loss import LOSS_TYPES, grpo_loss, masked_mean
 from grpo_core.packed import PackedLinear, pack_linears
+from grpo_core.packed_decoder import can_decode
 from grpo_core.precision import HALF_DTYPES, SAMPLING_DTYPES, config_fields, precision_plan
 from grpo_core.profiles import Profile
+from grpo_core.provenance import CODE_KEY, DRAWS_KEY, code_version, draws_fingerprint
 from grpo_core.rewards import RewardFn
 from grpo_core.rollout import Rollout, chat_prompt, sample_group, stop_rule
 from grpo_core.run_files import (
@@ -666,9 +668,34 @@ def held_out_sample_rows(run: _Run, step: int) -> list[dict[str, Any]]:
     return rows
 
 
+def draw_parts(run: _Run) -> dict[str, Any]:
+    """What decides a run's draws beside its seed (``grpo_core.provenance``): the sampler
+    (which copy, which decoding step), the precision fields, the device and the CPU's kernel
+    class, the torch and transformers builds."""
+    import transformers
+
+    model = run.sampling_model
+    copy_said = ("the policy" if run.sampler is None else
+                 f"a {'packed ' if run.config.sampling_packed else ''}"
+                 f"{run.config.sampling_dtype} copy")
+    step = "written out (grpo_core.packed_decoder)" if can_decode(model) else "the model's forward"
+    device = next(run.model.parameters()).device.type
+    return {
+        "sampler": f"grpo_core.rollout.decode_until from {copy_said}; decoding step: {step}",
+        "precision": {name: getattr(run.config, name) for name in (
+            "autocast_dtype", "loss_scaling", "sampling_dtype", "sampling_packed",
+            "attn_implementation")},
+        "device": device,
+        "cpu_kernels": torch.backends.cpu.get_cpu_capability() if device == "cpu" else None,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+    }
+
+
 def config_record(run: _Run, extra: dict[str, Any]) -> dict[str, Any]:
     """``config.json``'s content: the loop's settings, the reward functions, what the caller
-    adds (``extra``)."""
+    adds (``extra``), and the run's provenance: the code that ran and what decides its draws
+    (``grpo_core.provenance``)."""
     return {
         **extra,
         "train": asdict(run.config),
@@ -677,6 +704,8 @@ def config_record(run: _Run, extra: dict[str, Any]) -> dict[str, Any]:
         "num_prompts": len(run.rows),
         "model": Path(getattr(run.model.config, "_name_or_path", "") or type(run.model).__name__).name,
         "torch": torch.__version__,
+        CODE_KEY: code_version(),
+        DRAWS_KEY: draws_fingerprint(draw_parts(run)),
     }
 
 

@@ -10,7 +10,12 @@ by that too, which ``delta_sem`` cannot see (notebook 12 measures how much). A c
   filled with ``TrainConfig``'s defaults, so a run recorded before a setting existed still
   matches one recorded after);
 - :func:`seed_group` checks that runs share a setup and refuses them, naming what differs,
-  when they do not; :func:`group_by_setup` sorts a folder of runs into such groups;
+  when they do not; it also refuses runs whose step-0 evaluations (the base model, the same
+  problems and evaluation seed) are different draws, which happens when other code or
+  another machine recorded them (``grpo_core.provenance``), unless told
+  ``other_draws=True``: they are then the same distribution, other draws, and the summary
+  says so with every step-0 score; :func:`group_by_setup` sorts a folder of runs into such
+  groups;
 - :class:`SeedSummary` is each seed's held-out change with its z, and the across-seed mean
   with its standard error over seeds (``grpo_core.stats``).
 """
@@ -24,11 +29,13 @@ from typing import Any
 
 from grpo_core.diagnosis import HeldOutChange, find_true_score, held_out_change, trained_rewards
 from grpo_core.loop import TrainConfig
+from grpo_core.provenance import CODE_KEY, DRAWS_KEY, provenance_differences
 from grpo_core.run_files import RecordedRun, load_run, series
 from grpo_core.stats import mean, standard_error
 
 # config.json keys that say how a run was made or described, not what it trained
-NOT_SETUP = ("command", "resumed_from_step", "torch", "precision", "eval_sampling")
+NOT_SETUP = ("command", "resumed_from_step", "torch", "precision", "eval_sampling", CODE_KEY,
+             DRAWS_KEY)
 # TrainConfig fields that change where and how often things are written, or how a batch is
 # cut for memory (micro-batches give the same gradient), not the training
 NOT_TRAINING = ("seed", "save_every", "save_checkpoint", "keep_samples", "samples_max_chars",
@@ -69,12 +76,26 @@ class SeedSummary:
         seeds: their seeds.
         changes: each run's :class:`~grpo_core.diagnosis.HeldOutChange` (change, its
             standard error over problems, z).
+        other_draws: why runs' step-0 evaluations are other draws than the first run's (one
+            sentence each); empty when they are all the same draw.
     """
 
     key: str
     runs: tuple[str, ...]
     seeds: tuple[int, ...]
     changes: tuple[HeldOutChange, ...]
+    other_draws: tuple[str, ...] = ()
+
+    @property
+    def same_draws(self) -> bool:
+        """Whether every run's step-0 evaluation is the same draw (one measurement of the
+        base model); False when they were pooled with ``other_draws=True``."""
+        return not self.other_draws
+
+    @property
+    def starts(self) -> tuple[float, ...]:
+        """Each run's step-0 score, by seed."""
+        return tuple(c.start for c in self.changes)
 
     @property
     def mean_change(self) -> float:
@@ -106,8 +127,12 @@ class SeedSummary:
                          for s, c in zip(self.seeds, self.changes, strict=True))
         if len(self.changes) == 1:
             return f"{self.key}: {each}; one seed"
-        return (f"{self.key}: {each}; mean {self.mean_change:+.3f} ± {self.seed_sem:.3f} "
+        said = (f"{self.key}: {each}; mean {self.mean_change:+.3f} ± {self.seed_sem:.3f} "
                 f"over {len(self.changes)} seeds")
+        if not self.same_draws:
+            said += ("; same distribution, other draws (step-0 scores "
+                     + ", ".join(f"{start:.3f}" for start in self.starts) + ")")
+        return said
 
 
 def held_out_key(run: RecordedRun) -> str | None:
@@ -118,13 +143,52 @@ def held_out_key(run: RecordedRun) -> str | None:
         (f"eval/{name}" for name in trained if series(run.records, f"eval/{name}")[1]), None)
 
 
-def seed_group(runs: Sequence[RecordedRun | str | Path], key: str | None = None) -> SeedSummary:
+def step0_completions(run: RecordedRun) -> dict[tuple[str, Any], str] | None:
+    """The run's step-0 held-out completions by (problem, sample), as ``samples.jsonl`` kept
+    them; None when it kept none."""
+    if not run.has_samples:
+        return None
+    rows = run.samples(split="held_out", step=0)
+    return {(str(row.get("prompt_id")), row.get("sample")): row.get("completion")
+            for row in rows} or None
+
+
+def other_draw(first: RecordedRun, run: RecordedRun, start_first: float, start_run: float,
+               key: str) -> str | None:
+    """Why ``run``'s step-0 evaluation is another draw than ``first``'s (one sentence naming
+    the completions that differ and the recorded code and draws), or None when it is the same
+    draw: the same completions where both kept them, else the same step-0 score."""
+    kept_first, kept_run = step0_completions(first), step0_completions(run)
+    if kept_first is not None and kept_run is not None:
+        differ = sum(kept_first.get(where) != text for where, text in kept_run.items())
+        differ += len(set(kept_first) - set(kept_run))
+        if not differ:
+            return None
+        evidence = f"{differ} of {len(set(kept_first) | set(kept_run))} step-0 completions differ"
+    elif start_first == start_run:
+        return None
+    else:
+        evidence = "the step-0 scores differ (no completions kept to compare)"
+    why = provenance_differences(first.config, run.config) or [
+        "nothing recorded differs (another machine's kernels, or a nondeterministic step)"]
+    return (f"{run.name}'s step-0 {key} ({start_run:.4f}) is another draw than {first.name}'s "
+            f"({start_first:.4f}): {evidence}; {'; '.join(why)}")
+
+
+def seed_group(runs: Sequence[RecordedRun | str | Path], key: str | None = None, *,
+               other_draws: bool = False) -> SeedSummary:
     """Each run's held-out change and their across-seed summary.
+
+    ``other_draws=True`` pools runs whose step-0 evaluations are different draws of the same
+    distribution (the same base model, problems and evaluation seed, sampled by other code or
+    on another machine): the summary then says so and carries the reasons.
 
     Raises:
         ValueError: no runs; two runs with the same seed; runs that differ in more than the
             seed (the message names what differs); a run without a held-out change of
-            ``key`` (default :func:`held_out_key` of the first run).
+            ``key`` (default :func:`held_out_key` of the first run); runs whose step-0
+            evaluations are other draws, unless ``other_draws`` (the message names the
+            completions and the code that differ, and both step-0 scores).
     """
     loaded = [run if isinstance(run, RecordedRun) else load_run(run) for run in runs]
     if not loaded:
@@ -148,8 +212,15 @@ def seed_group(runs: Sequence[RecordedRun | str | Path], key: str | None = None)
             raise ValueError(f"{run.name} has no held-out change of {key!r} (step 0 and a "
                              f"later evaluation with delta_sem)")
         changes.append(moved)
+    differ = tuple(said for run, moved in zip(loaded[1:], changes[1:], strict=True)
+                   if (said := other_draw(loaded[0], run, changes[0].start, moved.start, key)))
+    if differ and not other_draws:
+        raise ValueError("these runs are not one measurement of the base model: "
+                         + " ".join(differ) + ". Pool them as the same distribution, other "
+                         "draws, with seed_group(..., other_draws=True), or record them again "
+                         "with one commit (tools/record_runs.py)")
     return SeedSummary(key=key, runs=tuple(r.name for r in loaded), seeds=tuple(seeds),
-                       changes=tuple(changes))
+                       changes=tuple(changes), other_draws=differ)
 
 
 def group_by_setup(runs: Iterable[RecordedRun | str | Path]) -> list[list[RecordedRun]]:

@@ -674,6 +674,7 @@ def test_the_optimizer_is_adamw_in_its_fused_kernel_on_cpu(tiny_policy):
 import json  # noqa: E402
 
 from grpo_core.loop import make_reference  # noqa: E402
+from grpo_core.provenance import code_version, draws_fingerprint  # noqa: E402
 from grpo_core.rewards import length_reward  # noqa: E402
 from grpo_core.run_files import read_jsonl  # noqa: E402
 from grpo_core.scoring import RewardError  # noqa: E402
@@ -761,8 +762,41 @@ def test_interrupted_run_keeps_metrics_and_resumes_the_step_count(smoke_tokenize
                     progress=False)
     assert resumed.stopped == "finished" and [r["step"] for r in resumed.metrics] == [2]
     assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl")] == [1, 2]
-    assert json.loads((tmp_path / "config.json").read_text())["resumed_from_step"] == 1
+    recorded = json.loads((tmp_path / "config.json").read_text())
+    assert recorded["resumed_from_step"] == 1
     assert (weight.detach() - at_checkpoint).abs().max() < 0.01  # one small step away, not +1
+    # the run names the code that made it and what decides its draws (grpo_core.provenance)
+    assert recorded["code"] == code_version()
+    draws = recorded["draws"]
+    assert draws == draws_fingerprint({key: value for key, value in draws.items() if key != "id"})
+    assert draws["torch"] == torch.__version__ and draws["device"] == "cpu"
+    assert draws["cpu_kernels"] == torch.backends.cpu.get_cpu_capability()
+    assert draws["precision"]["sampling_dtype"] == config.sampling_dtype
+    assert draws["sampler"].startswith("grpo_core.rollout.decode_until from ")
+
+
+@pytest.mark.skipif(not packing_available("float32"), reason="no oneDNN packing on this CPU")
+def test_the_draws_name_the_sampling_copy_and_its_decoding_step(tiny_policy):
+    from types import SimpleNamespace
+
+    from grpo_core.loop import draw_parts, make_sampler
+
+    model, _ = tiny_policy
+
+    def parts(dtype, packed):
+        sampler = make_sampler(model, dtype, packed)
+        config = SimpleNamespace(sampling_dtype=dtype, sampling_packed=packed,
+                                 autocast_dtype=None, loss_scaling=False,
+                                 attn_implementation=None)
+        return draw_parts(SimpleNamespace(model=model, sampler=sampler, config=config,
+                                          sampling_model=sampler or model))
+
+    assert parts(None, False)["sampler"] == ("grpo_core.rollout.decode_until from the policy; "
+                                             "decoding step: the model's forward")
+    assert parts("float32", True)["sampler"] == (
+        "grpo_core.rollout.decode_until from a packed float32 copy; decoding step: written out "
+        "(grpo_core.packed_decoder)")
+    assert parts("float32", True)["precision"]["sampling_packed"] is True
 
 
 def test_all_equal_rewards_log_zero_std_and_carry_on(smoke_tokenizer_policy, smoke_profile):

@@ -39,25 +39,83 @@ def test_the_recorded_command_comes_back_without_its_output_folder(runs):
 
 def test_reproduce_writes_elsewhere_and_appends_what_it_is_given(runs, capsys):
     assert reproduce.main(["exp2-k8-cpu", "--steps", "2", "--out", "runs/x", "--dry-run"]) == 0
-    printed = capsys.readouterr().out.split()
+    note, line = capsys.readouterr().out.splitlines()
+    assert "exp2-k8-cpu was recorded before runs named their commit" in note
+    printed = line.split()
     assert printed[1:] == ["-m", "grpo_core", "mbpp", "--k", "8", "--steps", "40", "--steps",
                            "2", "--out", "runs/x"]  # the last --steps wins (argparse)
     assert printed[0] == sys.executable
 
 
 def test_a_planned_run_adds_its_seed_saves_every_five_steps_and_knows_where_it_stands(
-        runs, monkeypatch):
+        runs, monkeypatch, tmp_path):
     monkeypatch.setattr(record_runs, "PLANNED", {"exp2-k8-seed2-cpu": ("exp2-k8-cpu",
                                                                       ["--seed", "2"])})
     command = record_runs.command_for("exp2-k8-seed2-cpu")
     assert command[3:] == ["mbpp", "--k", "8", "--steps", "40", "--seed", "2", "--save-every",
                            "5", "--quiet", "--out", "data/runs/exp2-k8-seed2-cpu"]
+    commit, worktree = "c" * 40, tmp_path / "worktree"
     folder = runs / "exp2-k8-seed2-cpu"
-    assert record_runs.state_of("exp2-k8-seed2-cpu", command) == "start"
-    (folder / "checkpoint").mkdir(parents=True)
-    (folder / "metrics.jsonl").write_text('{"step": 0}\n{"step": 5}\n')
-    assert record_runs.state_of("exp2-k8-seed2-cpu", command) == "resume"
+    assert record_runs.state_of("exp2-k8-seed2-cpu", command, commit, worktree) == "start"
+    (worktree / "data" / "runs" / "exp2-k8-seed2-cpu" / "checkpoint").mkdir(parents=True)
+    assert record_runs.state_of("exp2-k8-seed2-cpu", command, commit, worktree) == "resume"
+    folder.mkdir()
     (folder / "metrics.jsonl").write_text('{"step": 39}\n{"step": 40}\n')
-    assert record_runs.state_of("exp2-k8-seed2-cpu", command) == "done"
+    # finished, but by other code (or code that names none): recorded again
+    for code in ({}, {"commit": "d" * 40, "clean": True}, {"commit": commit, "clean": False}):
+        (folder / "config.json").write_text(json.dumps({"code": code}))
+        assert record_runs.state_of("exp2-k8-seed2-cpu", command, commit, worktree) == "resume"
+    (folder / "config.json").write_text(json.dumps({"code": {"commit": commit, "clean": True}}))
+    assert record_runs.state_of("exp2-k8-seed2-cpu", command, commit, worktree) == "done"
+    (folder / "metrics.jsonl").write_text('{"step": 0}\n{"step": 5}\n')
+    assert record_runs.state_of("exp2-k8-seed2-cpu", command, commit, worktree) == "resume"
     with pytest.raises(SystemExit, match="unknown runs"):
         record_runs.main(["nope"])
+
+
+def test_a_base_run_recorded_by_the_recorder_gives_back_only_its_own_options(runs):
+    recorded(runs, "exp3-stop-cpu", "python -m grpo_core hacking --steps 30 --seed 2 "
+             "--save-every 5 --quiet --resume --out data/runs/exp3-stop-cpu")
+    assert record_runs.base_options("exp3-stop-cpu") == ["hacking", "--steps", "30"]
+
+
+def test_the_plan_has_four_seeds_per_group_size_and_three_for_the_others():
+    plan = record_runs.PLANNED
+    for prefix, seeds in (("exp2-k2-", 4), ("exp2-k8-", 4), ("exp2-k16-", 4),
+                          ("exp2-k2-dynamic", 3), ("exp3-stop", 3)):
+        names = [n for n in plan if n.startswith(prefix) and ("dynamic" in n) == ("dynamic" in prefix)]
+        assert len(names) == seeds, (prefix, names)
+    assert plan["exp2-k16-seed3-cpu"] == ("exp2-k16-cpu", ["--seed", "3"])
+    assert plan["exp2-k8-cpu"] == ("exp2-k8-cpu", [])
+    assert plan["exp2-k2-dynamic-seed2-cpu"] == ("exp2-k2-cpu", ["--dynamic-sampling",
+                                                                 "--eval-every", "10", "--seed", "2"])
+
+
+def test_the_recording_commit_is_one_full_commit(tmp_path, monkeypatch):
+    file = tmp_path / "recording_commit.txt"
+    monkeypatch.setattr(record_runs, "COMMIT_FILE", file)
+    monkeypatch.setattr(record_runs, "ROOT", tmp_path)
+    with pytest.raises(SystemExit, match="--commit REV"):
+        record_runs.recording_commit()
+    file.write_text("# a comment\nabc\n")
+    with pytest.raises(SystemExit, match="one 40-digit commit"):
+        record_runs.recording_commit()
+    file.write_text("# a comment\n" + "e" * 40 + "\n")
+    assert record_runs.recording_commit() == "e" * 40
+
+
+def test_the_code_note_says_whether_todays_code_recorded_the_run(runs):
+    recorded(runs, "new", "python -m grpo_core mbpp --k 2 --out data/runs/new",
+             code={"commit": "f" * 40, "clean": True},
+             draws={"sampler": "decode_until", "torch": "2.13.0+cpu", "cpu_kernels": "AVX2",
+                    "id": "x"})
+    same = reproduce.code_note("new", {"commit": "f" * 40, "clean": True})
+    assert same.startswith("new was recorded by this code (commit fffffff).")
+    assert "torch 2.13.0+cpu and the CPU kernels AVX2" in same
+    other = reproduce.code_note("new", {"commit": "1" * 40, "clean": True})
+    assert "recorded by commit fffffff; today's code is 1111111" in other
+    assert f"git worktree add --detach /tmp/replay-new {'f' * 40}" in other
+    assert "-m grpo_core mbpp --k 2 --out runs/new" in other
+    # a tree with changes is not the recorded code, even at the same commit
+    assert "today's code is fffffff+changes" in reproduce.code_note(
+        "new", {"commit": "f" * 40, "clean": False})

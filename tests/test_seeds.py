@@ -3,6 +3,7 @@ than the seed, and the across-seed summary against hand computations."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -160,3 +161,53 @@ def test_the_same_seed_replays_two_steps_of_experiment_1_bit_for_bit_on_a_cpu(tm
     assert [r["step"] for r in first[0]] == [1, 2]
     assert first == again  # every logged float equal, every completion the same text
     assert [r["completion"] for r in other[1]] != [r["completion"] for r in first[1]]
+
+
+def started_at(recorded: RecordedRun, start: float, **config) -> RecordedRun:
+    """``recorded`` with its step-0 score at ``start`` (its change kept) and ``config`` added."""
+    shift = start - recorded.records[0][KEY]
+    records = [{**row, KEY: row[KEY] + shift} for row in recorded.records]
+    return RecordedRun(recorded.name, records, {**recorded.config, **config}, recorded.path)
+
+
+def test_runs_whose_step_0_evaluations_are_other_draws_are_refused_unless_told():
+    code = {"code": {"commit": "a" * 40, "clean": True}}
+    first = started_at(run("base", 0, 0.1), 0.1535, **code)
+    other = started_at(run("later", 1, 0.2), 0.1657, code={"commit": "b" * 40, "clean": True})
+    with pytest.raises(ValueError, match=r"later's step-0 eval/unit_test_reward \(0\.1657\) is "
+                       r"another draw than base's \(0\.1535\): the step-0 scores differ.*"
+                       r"code: commit aaaaaaa vs bbbbbbb.*other_draws=True"):
+        seed_group([first, other])
+    pooled = seed_group([first, other], other_draws=True)
+    assert not pooled.same_draws and len(pooled.other_draws) == 1
+    assert pooled.starts == pytest.approx((0.1535, 0.1657))
+    assert pooled.describe().endswith(
+        "; same distribution, other draws (step-0 scores 0.153, 0.166)")
+    same = seed_group([first, started_at(run("again", 2, 0.3), 0.1535, **code)])
+    assert same.same_draws and same.other_draws == () and "other draws" not in same.describe()
+
+
+def kept(tmp_path, recorded: RecordedRun, completions: list[str]) -> RecordedRun:
+    """``recorded`` written to a folder whose samples.jsonl keeps these step-0 completions."""
+    folder = tmp_path / recorded.name
+    folder.mkdir()
+    rows = [{"step": 0, "split": "held_out", "prompt_id": i // 2, "sample": i % 2,
+             "completion": text} for i, text in enumerate(completions)]
+    rows.append({"step": 40, "split": "held_out", "prompt_id": 0, "sample": 0,
+                 "completion": "trained"})
+    (folder / "samples.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return RecordedRun(recorded.name, recorded.records, recorded.config, folder)
+
+
+def test_kept_completions_decide_even_when_the_scores_agree(tmp_path):
+    a = kept(tmp_path, run("a", 0, 0.1), ["x", "y", "z", "w"])
+    b = kept(tmp_path, run("b", 1, 0.1), ["x", "y", "z", "w"])
+    c = kept(tmp_path, run("c", 2, 0.1), ["x", "Y", "z", "W"])
+    assert seed_group([a, b]).same_draws
+    with pytest.raises(ValueError, match="2 of 4 step-0 completions differ.*draws: not recorded"):
+        seed_group([a, b, c])
+    fewer = kept(tmp_path, run("d", 3, 0.1), ["x", "y", "z"])
+    with pytest.raises(ValueError, match="1 of 4 step-0 completions differ"):
+        seed_group([a, fewer])
+    # one run without samples: its score decides
+    assert seed_group([a, run("e", 4, 0.1)]).same_draws

@@ -5,8 +5,9 @@ Usage: ``python tools/reproduce.py RUN [--out DIR] [--dry-run] [extra options ..
 (``make reproduce RUN=exp2-k8-cpu``; ``make exp2 K=8`` and ``make exp3`` in the ``cpu``
 profile). Extra options are appended (``--steps 4`` for a shorter look). The same command on
 the same kind of CPU and code gives the same numbers (notebook 12); another CPU, torch build
-or precision plan gives others, and a run recorded by an older version of the course (see
-``data/README.md``) runs today's code and data.
+or precision plan gives others. Before running, it says whether today's code is the code that
+recorded the run (``config.json``'s ``code``, ``grpo_core.provenance``) and, when it is not,
+how to replay the run exactly: a git worktree of the run's commit.
 """
 
 from __future__ import annotations
@@ -16,6 +17,12 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+
+try:  # run as a script (its folder on sys.path) or imported as tools.reproduce
+    from grpo_core.provenance import CODE_KEY, DRAWS_KEY, code_version, short_commit
+except ImportError:  # pragma: no cover - a script run outside the installed package
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from grpo_core.provenance import CODE_KEY, DRAWS_KEY, code_version, short_commit
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "data" / "runs"
@@ -42,6 +49,28 @@ def recorded_command(run: str) -> list[str]:
     return words[3:]
 
 
+def code_note(run: str, today: dict | None = None) -> str:
+    """Whether today's code (``today``, default :func:`~grpo_core.provenance.code_version`)
+    is the code that recorded ``run``, and if not, how to replay the run exactly."""
+    recorded = json.loads((RUNS / run / "config.json").read_text())
+    code = recorded.get(CODE_KEY) or {}
+    today = code_version(ROOT) if today is None else today
+    draws = recorded.get(DRAWS_KEY) or {}
+    needs = (f" Its draws also need {draws.get('sampler')}, torch {draws.get('torch')} and "
+             f"the CPU kernels {draws.get('cpu_kernels')}." if draws else "")
+    if not code.get("commit"):
+        return (f"{run} was recorded before runs named their commit: today's code "
+                f"({short_commit(today)}) may sample other completions, so its numbers can "
+                f"differ from the recorded ones by more than the seed explains.")
+    if today.get("commit") == code["commit"] and today.get("clean") and code.get("clean"):
+        return f"{run} was recorded by this code (commit {short_commit(code)}).{needs}"
+    return (f"{run} was recorded by commit {short_commit(code)}; today's code is "
+            f"{short_commit(today)}, which may draw other samples. To replay it exactly: "
+            f"git worktree add --detach /tmp/replay-{run} {code['commit']} && "
+            f"cd /tmp/replay-{run} && PYTHONPATH=. {Path(sys.executable).name} -m grpo_core "
+            f"{shlex.join(recorded_command(run))} --out runs/{run}.{needs}")
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
@@ -55,6 +84,7 @@ def main(argv: list[str]) -> int:
     dry = "--dry-run" in rest
     rest = [word for word in rest if word != "--dry-run"]
     command = [sys.executable, "-m", "grpo_core", *recorded_command(run), *rest, "--out", out]
+    print(code_note(run), flush=True)
     print(shlex.join(command), flush=True)
     return 0 if dry else subprocess.run(command, cwd=ROOT).returncode
 
