@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import math
 import numbers
+import os
 import random
 import time
 import warnings
@@ -671,7 +672,7 @@ def held_out_sample_rows(run: _Run, step: int) -> list[dict[str, Any]]:
 def draw_parts(run: _Run) -> dict[str, Any]:
     """What decides a run's draws beside its seed (``grpo_core.provenance``): the sampler
     (which copy, which decoding step), the precision fields, the device and the CPU's kernel
-    class, the torch and transformers builds."""
+    classes (torch's, and oneDNN's cap where one is set), the torch and transformers builds."""
     import transformers
 
     model = run.sampling_model
@@ -687,6 +688,8 @@ def draw_parts(run: _Run) -> dict[str, Any]:
             "attn_implementation")},
         "device": device,
         "cpu_kernels": torch.backends.cpu.get_cpu_capability() if device == "cpu" else None,
+        # oneDNN's own kernels (the packed products) follow this cap, not torch's
+        "onednn_max_isa": os.environ.get("ONEDNN_MAX_CPU_ISA") if device == "cpu" else None,
         "torch": torch.__version__,
         "transformers": transformers.__version__,
     }

@@ -8,6 +8,7 @@ batch, so the advantages are known without reading the random model's text.
 from __future__ import annotations
 
 import copy
+import os
 import re
 import time
 
@@ -771,6 +772,7 @@ def test_interrupted_run_keeps_metrics_and_resumes_the_step_count(smoke_tokenize
     assert draws == draws_fingerprint({key: value for key, value in draws.items() if key != "id"})
     assert draws["torch"] == torch.__version__ and draws["device"] == "cpu"
     assert draws["cpu_kernels"] == torch.backends.cpu.get_cpu_capability()
+    assert draws["onednn_max_isa"] == os.environ.get("ONEDNN_MAX_CPU_ISA")
     assert draws["precision"]["sampling_dtype"] == config.sampling_dtype
     assert draws["sampler"].startswith("grpo_core.rollout.decode_until from ")
 

@@ -52,8 +52,9 @@ def test_a_planned_run_adds_its_seed_saves_every_five_steps_and_knows_where_it_s
     monkeypatch.setattr(record_runs, "PLANNED", {"exp2-k8-seed2-cpu": ("exp2-k8-cpu",
                                                                       ["--seed", "2"])})
     command = record_runs.command_for("exp2-k8-seed2-cpu")
-    assert command[3:] == ["mbpp", "--k", "8", "--steps", "40", "--seed", "2", "--save-every",
-                           "5", "--quiet", "--out", "data/runs/exp2-k8-seed2-cpu"]
+    assert command[3:] == ["mbpp", "--k", "8", "--steps", "40", "--seed", "2", "--precision",
+                           "float32", "--save-every", "5", "--quiet", "--out",
+                           "data/runs/exp2-k8-seed2-cpu"]
     commit, worktree = "c" * 40, tmp_path / "worktree"
     folder = runs / "exp2-k8-seed2-cpu"
     assert record_runs.state_of("exp2-k8-seed2-cpu", command, commit, worktree) == "start"
@@ -75,7 +76,7 @@ def test_a_planned_run_adds_its_seed_saves_every_five_steps_and_knows_where_it_s
 
 def test_a_base_run_recorded_by_the_recorder_gives_back_only_its_own_options(runs):
     recorded(runs, "exp3-stop-cpu", "python -m grpo_core hacking --steps 30 --seed 2 "
-             "--save-every 5 --quiet --resume --out data/runs/exp3-stop-cpu")
+             "--precision float32 --save-every 5 --quiet --resume --out data/runs/exp3-stop-cpu")
     assert record_runs.base_options("exp3-stop-cpu") == ["hacking", "--steps", "30"]
 
 
@@ -111,7 +112,12 @@ def test_the_code_note_says_whether_todays_code_recorded_the_run(runs):
                     "id": "x"})
     same = reproduce.code_note("new", {"commit": "f" * 40, "clean": True})
     assert same.startswith("new was recorded by this code (commit fffffff).")
-    assert "torch 2.13.0+cpu and the CPU kernels AVX2" in same
+    assert same.endswith("torch 2.13.0+cpu and the CPU kernels AVX2.")
+    recorded(runs, "capped", "python -m grpo_core mbpp --out data/runs/capped",
+             code={"commit": "f" * 40, "clean": True},
+             draws={"sampler": "s", "torch": "t", "cpu_kernels": "AVX2", "onednn_max_isa": "AVX2"})
+    assert reproduce.code_note("capped", {"commit": "f" * 40, "clean": True}).endswith(
+        "CPU kernels AVX2 (ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2).")
     other = reproduce.code_note("new", {"commit": "1" * 40, "clean": True})
     assert "recorded by commit fffffff; today's code is 1111111" in other
     assert f"git worktree add --detach /tmp/replay-new {'f' * 40}" in other

@@ -7,6 +7,11 @@ asks, 3 for the others). Each is its base run's command (``data/runs/<base>/conf
 with its seed (and ``--dynamic-sampling``), plus ``--save-every 5`` so that a run stopped
 part-way goes on with ``--resume``.
 
+Which machine: every CPU here and most learners' laptops can take the float32 plan on AVX2
+kernels, so every run is recorded that way (``--precision float32``, ``ATEN_CPU_CAPABILITY=avx2``
+and ``ONEDNN_MAX_CPU_ISA=AVX2``): runs recorded in later sessions, on another CPU, are then
+still the same draws (``seeds.seed_group`` checks it from their step-0 completions).
+
 Which code: the commit in ``tools/recording_commit.txt``. A run recorded by another commit
 is recorded again. Every run is made in a git worktree of that commit (``.record/<commit>``,
 git ignores it), so that a later session, whose own code has moved on, still records with the
@@ -42,8 +47,12 @@ RUNS = ROOT / "data" / "runs"
 COMMIT_FILE = ROOT / "tools" / "recording_commit.txt"
 WORKTREES = ROOT / ".record"
 SAVE_EVERY = 5
+# the plan and the kernels every CPU here can take (module docstring)
+PORTABLE_PLAN = ["--precision", "float32"]
+PORTABLE_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 # options the recorder adds; dropped from a base command that a re-recording wrote
-RECORDER_OPTIONS = {"--seed": 1, "--save-every": 1, "--out": 1, "--quiet": 0, "--resume": 0}
+RECORDER_OPTIONS = {"--seed": 1, "--save-every": 1, "--out": 1, "--quiet": 0, "--resume": 0,
+                    "--precision": 1}
 EXP2_SEEDS, OTHER_SEEDS = 4, 3
 
 
@@ -85,9 +94,10 @@ def base_options(base: str) -> list[str]:
 
 def command_for(name: str) -> list[str]:
     """The command that records ``name`` (run in the recording worktree): its base run's
-    options (:func:`base_options`), its additions, and ``--out data/runs/<name>``."""
+    options (:func:`base_options`), its additions, the portable plan, and
+    ``--out data/runs/<name>``."""
     base, extra = PLANNED[name]
-    return [sys.executable, "-m", "grpo_core", *base_options(base), *extra,
+    return [sys.executable, "-m", "grpo_core", *base_options(base), *extra, *PORTABLE_PLAN,
             "--save-every", str(SAVE_EVERY), "--quiet", "--out", f"data/runs/{name}"]
 
 
@@ -173,7 +183,8 @@ def main(argv: list[str]) -> int:
         print(f"{time.strftime('%H:%M:%S')} {name}: {state} at {commit[:7]}: "
               f"{shlex.join(command)}", flush=True)
         started = time.time()
-        env = {**os.environ, "PYTHONPATH": str(worktree), "HF_HUB_OFFLINE": "1"}
+        env = {**os.environ, **PORTABLE_KERNELS, "PYTHONPATH": str(worktree),
+               "HF_HUB_OFFLINE": "1"}
         code = subprocess.run(command, cwd=worktree, env=env).returncode
         print(f"{time.strftime('%H:%M:%S')} {name}: exit {code} after "
               f"{(time.time() - started) / 60:.1f} min", flush=True)

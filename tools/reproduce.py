@@ -56,8 +56,11 @@ def code_note(run: str, today: dict | None = None) -> str:
     code = recorded.get(CODE_KEY) or {}
     today = code_version(ROOT) if today is None else today
     draws = recorded.get(DRAWS_KEY) or {}
+    isa = draws.get("onednn_max_isa")
     needs = (f" Its draws also need {draws.get('sampler')}, torch {draws.get('torch')} and "
-             f"the CPU kernels {draws.get('cpu_kernels')}." if draws else "")
+             f"the CPU kernels {draws.get('cpu_kernels')}"
+             + (f" (ATEN_CPU_CAPABILITY={str(draws.get('cpu_kernels')).lower()} "
+                f"ONEDNN_MAX_CPU_ISA={isa})" if isa else "") + "." if draws else "")
     if not code.get("commit"):
         return (f"{run} was recorded before runs named their commit: today's code "
                 f"({short_commit(today)}) may sample other completions, so its numbers can "
