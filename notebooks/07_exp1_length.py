@@ -67,7 +67,8 @@ else:
 #   or too few costs 1.
 #
 # The sign matters: the minus makes *distance from 20* a cost. Drop it and the reward pays
-# for distance, so the longest completion in every group wins. That is the bug a well-known
+# for distance from the target: within a group the completion farthest from 20 characters
+# (for this base model's long texts, the longest) wins. That is the bug a well-known
 # public GRPO example shipped with; the last section of this notebook reproduces it.
 #
 # The function has TRL's reward signature (`completions` plus any dataset columns as keyword
@@ -162,7 +163,7 @@ before = show_samples(model, "before training")
 #
 # | setting | value | why |
 # |---|---|---|
-# | `loss_type` | `"grpo"` | the GRPO paper's: each completion's token log-probs averaged over its tokens, then over completions. The lecture's box *sums* the tokens instead; the gradients differ by 1/\|oᵢ\| per completion, up to about 13× across this experiment's 5–64-token completions (notebook 02, section 7). TRL's default is `"dapo"` |
+# | `loss_type` | `"grpo"` | the GRPO paper's: each completion's token log-probs averaged over its tokens, then over completions. The lecture's box *sums* the tokens instead; the gradients differ by 1/\|oᵢ\| per completion, by the ratio of a group's longest to its shortest completion (notebook 02, section 7). TRL's default is `"dapo"` |
 # | `beta` | 0 | no KL penalty, so no reference model is loaded (notebook 04) |
 # | `num_iterations` | 1 | one update per rollout: the ratio is 1 and the clip never fires |
 # | sizes, steps, learning rate | from the profile | `cpu`: 2 prompts x 8, 64 new tokens, 30 steps, 2e-5 |
