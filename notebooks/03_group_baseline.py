@@ -523,8 +523,8 @@ check("03.group_advantages", my_group_advantages)
 # ## What this notebook showed
 #
 # - The group's mean and spread turn rewards into advantages; a group of equal rewards has every
-#   advantage 0.
-# - Advantage 0 gives a zero gradient, yet weight decay, AdamW's momentum and a KL term can
+#   advantage zero.
+# - A zero advantage gives a zero gradient, yet weight decay, AdamW's momentum and a KL term can
 #   still move the weights.
 # - The group replaces PPO's critic: no value model to train or to hold in memory.
 #

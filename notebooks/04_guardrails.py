@@ -34,7 +34,7 @@
 #
 # 1. the ratio and the clipped surrogate, by hand and in a widget;
 # 2. on the real model: at the first step the ratio is exactly 1 and the clip does nothing;
-# 3. reusing one rollout for 4 updates: the ratio drifts and the clip starts to fire;
+# 3. reusing one rollout for several updates: the ratio drifts and the clip starts to fire;
 # 4. the KL penalty (k3 estimator) and β in a widget; β = 0 needs no reference model, with the
 #    memory measured with and without one; with LoRA the reference is the base model with the
 #    adapters off, so β > 0 needs no second copy either;
@@ -713,7 +713,7 @@ check("04.clipped_surrogate", my_clipped_surrogate)
 # %% [markdown]
 # ## What this notebook showed
 #
-# - Reusing a rollout moves the ratio away from 1; the clip removes the gradient of tokens past
+# - Reusing a rollout moves the ratio away from one; the clip removes the gradient of tokens past
 #   its band.
 # - The clip does not hold a ratio inside the band, and does nothing over many batches: that is
 #   the KL penalty's job.

@@ -200,10 +200,10 @@ print(f"mean |len - 20|: {before:.1f} -> {after:.1f} characters")
 # the question, so nothing keeps one: the model has learned exactly the number it was given.
 # Run much longer and every completion, whatever the prompt, tends to become the same short
 # phrase: the reward is satisfied and the model is useless. That is **collapse**. The curves
-# that show it are the entropy falling toward 0 and `frac_reward_zero_std` rising toward 1
+# that show it are the entropy falling toward zero and `frac_reward_zero_std` rising toward one
 # (every completion of a group the same, so every reward ties); `diagnose` reads both
 # (notebook 11). They show it once it is under way, not long before: in the 30-step run
-# recorded at the end of this notebook `frac_reward_zero_std` is 0.00 at every step (the
+# recorded at the end of this notebook `frac_reward_zero_std` is zero at every step (the
 # lengths still differ within every group, so no rewards tie), and the entropy first *rises*
 # as the model leaves its usual answers and falls only over the last steps. The recorded run's
 # cell prints both.

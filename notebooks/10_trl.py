@@ -33,7 +33,7 @@
 # )
 # ```
 #
-# Five lines hide about 190 settings. In this notebook you
+# Five lines hide every other setting at its default. In this notebook you
 # 1. line up TRL's defaults with our loop's and the GRPO paper's, and see which ones differ;
 # 2. run experiment 1 through `GRPOTrainer` with the **same reward function** and the **same
 #    live plot** as notebook 07, every setting that matters written out;
@@ -493,8 +493,8 @@ for path in sorted((repo / "scripts" / "accelerate").glob("*.yaml")):
 # `tests/test_scale_out.py` runs the first command for 2 steps and checks that both processes
 # sampled different completions yet finished with bit-identical weights (a SHA-256 of every
 # parameter): the gradient averaging is what keeps them equal. On the course's 2-core machine,
-# shared with other jobs, that run took 46 s from launch to exit (2 min 11 s when the machine
-# was busier): both processes importing the libraries, loading the model and training 2 steps
+# shared with other jobs, that run took under a minute from launch to exit (longer when the
+# machine was busier): both processes importing the libraries, loading the model and training 2 steps
 # of 2 completions x 8 tokens each.
 #
 # Asked for something that is not installed (`--use-vllm` without vLLM, a ZeRO config

@@ -244,12 +244,12 @@ def show_failure(symptom: str) -> None:
 # ### No signal: a task the model cannot reach
 #
 # Experiment 2's unit-test reward on **real MBPP** instead of the course's own problems.
-# Notebook 08's signal check measured SmolLM2-135M there: a mean reward of 0.000, no group of
+# Notebook 08's signal check found SmolLM2-135M scoring nothing there: no group of
 # 20 mixed. A group whose completions all score 0 has every advantage exactly 0 (notebook 03),
 # so the step learns nothing from it: at a step where `frac_reward_zero_std` is 1 every group
 # was all-equal and `grad_norm` is exactly 0. In the recorded run that is half of the 8 steps;
 # at the others one group of the two had a completion that passed one MBPP assert (a mean
-# reward of about 0.02), so half the groups still gave nothing. The fix is a task at the edge
+# reward just above zero), so half the groups still gave nothing. The fix is a task at the edge
 # of what the model can do: the course's problems (experiment 2, beside it), a larger k, or
 # partial credit.
 
