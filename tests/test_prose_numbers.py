@@ -1,134 +1,176 @@
-"""Every measured-looking number in a notebook's prose is printed by one of its cells.
+"""Every number in the course's prose is printed by a cell of its section, recorded in a file
+the prose names, or quoted here with a source this test verifies.
 
-A rebuild changes what the cells print; prose typed for an earlier build then contradicts
-them (issue 34 found 11 such statements). So a decimal or a percentage in a markdown cell
-must appear in the notebook's own outputs, or be listed below as **quoted**: the lecture's
-figures, an outside source's (with its link in the prose), a setting or a hand-made example.
-Numbers inside formulas (``$...$``), code spans, links and equation or section references
-are not read as claims.
+The rules (what counts as a number, what is structural, how a printed number matches, what a
+section is) are in ``tools/prose_numbers.py``; ``python tools/prose_numbers.py`` lists every
+document's numbers by how they were accepted and the ones no rule accepts.
+``tests/test_prose_numbers_selftest.py`` proves the checker catches a one-digit change.
 """
 
 from __future__ import annotations
 
-import re
+import warnings
 
-import nbformat
 import pytest
 
-from tools.notebooks import paired_scripts
+from tools.prose_numbers import ROOT, Quote, check, document_id, documents
 
-SCRIPTS = paired_scripts()
+Q = Quote
+_SETTINGS = "grpo_core.profiles._PROFILES"
 
-# notebook -> {number as written: why it is not printed by a cell}
-QUOTED: dict[str, dict[str, str]] = {
-    "00_setup": {
-        "1.5": "float32 spacing example: 1 + 2^-23 vs bfloat16's 2^-7 steps, settings",
-        "0.02": "a hand-made example: a typical weight's size, next to which bfloat16's spacing is shown",
-    },
-    "01_from_imitation_to_reward": {
-        "70 %": "a hand-made example in the prose (the toy game's move 3)",
-        "0.5": "a hand-made example (the student's probability of 'cat') and a setting (the "
-               "teacher's temperature)",
-        "0.693": "arithmetic on the hand-made example: -log 0.5",
-    },
-    "02_policy_rollout_reward": {
-        "1.16": "TRL's version number",
-    },
-    "04_guardrails": {
-        "0.6": "a hand-made example: a token's probability under the policy",
-        "2.4": "arithmetic: Qwen3-0.6B's 0.6 billion float32 weights at 4 bytes each",
-    },
-    "03_group_baseline": {
-        "0.999": "AdamW's beta2, a setting",
-    },
-    "08_exp2_mbpp": {
-        "0.22": "the lecture's mean reward on MBPP",
-        "0.418": "arithmetic in the statistics primer's hand-made example: the sd of its five "
-                 "problem means, sqrt(0.7 / 4) (the cell prints the standard error, 0.187)",
-        "0.3": "the primer's hand-made example: the mean of its changes 0.5, 0.5, 0, 0, 0.5 "
-               "(the cell prints it as +0.30)",
-    },
-    "09_exp3_reward_hacking": {
-        **dict.fromkeys(["0.4", "0.9", "0.10", "0.12", "0.09", "0.11"],
-                        "exercise 3's made-up run, whose records the learner builds"),
-    },
-    "10_trl": {
-        "1.16": "TRL's version number",
-    },
-    "12_noise_floor": {
-        "0.03": "a learner's question, a made-up difference (and the checklist's example)",
-        "0.1": "the checklist's made-up example of a comparison's smallest detectable change",
-        "2.64": "the Bonferroni bar of six comparisons (stats.bonferroni_z(6)), printed in 08",
-    },
-    "11_reading_the_run": {
-        "7.5": "the T4's CUDA capability (a device fact)",
-        "8.9": "the L4's CUDA capability (a device fact)",
-    },
+# document -> numbers in its prose that no cell prints and no named file records, each with the
+# prose around it (which must still be there: a stale entry fails) and a source the test checks.
+QUOTED: dict[str, list[Quote]] = {
+    "00_setup": [
+        Q("8", "the lecture's: groups of 8", "setting", f"{_SETTINGS}['gpu'].group_size"),
+        Q("2", "seconds per cell, 2 steps", "setting", f"{_SETTINGS}['smoke'].max_steps"),
+    ],
+    "01_from_imitation_to_reward": [
+        Q("1", "| 1 | SFT", "example", "the series' class numbers: SFT was class 1"),
+        Q("2", "| 2 | distillation", "example", "the series' class numbers: distillation class 2"),
+        Q("3", "| **3 (today)** |", "example", "the series' class numbers: GRPO is class 3"),
+        Q("49 152", "vocabulary size (49 152 for", "example",
+          "SmolLM2's vocab_size (its config), a model fact"),
+        Q("151 936", "151 936 for Qwen3", "example", "Qwen3's vocab_size (its config), a model fact"),
+        Q("0.693", "−log 0.5 ≈ 0.693", "example", "arithmetic on the hand-made example: -log 0.5"),
+    ],
+    "02_policy_rollout_reward": [
+        Q("20", "be close to 20 characters", "setting", "grpo_core.rewards.LENGTH_TARGET"),
+    ],
+    "03_group_baseline": [
+        Q("12", "a batch of 12 rewards", "example", "the cell's three hand-made groups of four"),
+        Q("0.816", "√(2/3) ≈ 0.816", "example", "arithmetic on the hand-made group: sqrt(2/3)"),
+        Q("0.01", "differ by 2 or by 0.01", "example", "a hand-made contrast of reward scales"),
+        Q("0.9", "β₁ = 0.9", "setting", "grpo_core.loop.TrainConfig.adam_betas"),
+        Q("0.999", "β₂ = 0.999", "setting", "grpo_core.loop.TrainConfig.adam_betas"),
+        Q("1", "m̂/√v̂ ≈ ±1", "example", "AdamW's first step: m/sqrt(v) is the gradient's sign"),
+        Q("5", "fell by 5 nats", "example", "a hand-made token, to show k3's growth"),
+        Q("142", "e⁵ − 6 ≈ 142", "example", "arithmetic on it: exp(5) - 6 = 142.4"),
+    ],
+    "04_guardrails": [
+        Q("0.0", "its default of 0.0", "setting", "grpo_core.loop.TrainConfig.beta"),
+        Q("20 %", "a good completion 20 % more likely", "setting",
+          "grpo_core.loop.TrainConfig.epsilon"),
+        Q("2.4", "about 2.4 GB of GPU memory", "example",
+          "arithmetic: Qwen3-0.6B's 0.6 billion float32 weights at 4 bytes each"),
+        Q("1.2", "1.2 GB if kept in bf16", "example", "the same at 2 bytes each"),
+        Q("540", "about 540 MB in float32", "example",
+          "arithmetic: SmolLM2-135M's 135 million weights at 4 bytes each"),
+        Q("135", "16 × 2 × 135 M", "example", "SmolLM2-135M's size, as its name says"),
+        Q("256", "the GPU profile allows 256 tokens", "setting",
+          f"{_SETTINGS}['gpu'].max_new_tokens"),
+    ],
+    "06_fixed_or_fresh": [
+        Q("120", "between 0 and 120 characters", "example", "the toy policy's made-up range"),
+    ],
+    "07_exp1_length": [
+        Q("30", "30 training steps", "setting", f"{_SETTINGS}['cpu'].max_steps"),
+        Q("20", "close to 20 characters long", "setting", "grpo_core.rewards.LENGTH_TARGET"),
+        Q("0", "at most 0, reached", "example", "the reward's definition, r(y) = -|len(y) - 20|"),
+        Q("20", "reached exactly at 20 characters", "setting", "grpo_core.rewards.LENGTH_TARGET"),
+        Q("1", "too few costs 1", "example", "the reward's definition: its slope"),
+        Q("20", "farthest from 20 characters", "setting", "grpo_core.rewards.LENGTH_TARGET"),
+        Q("20", "closest to 20 characters", "setting", "grpo_core.rewards.LENGTH_TARGET"),
+        Q("8", "2 prompts x 8", "setting", f"{_SETTINGS}['cpu'].group_size"),
+        Q("64", "64 new tokens", "setting", f"{_SETTINGS}['cpu'].max_new_tokens"),
+        Q("2e-5", "30 steps, 2e-5", "setting", f"{_SETTINGS}['cpu'].learning_rate"),
+        Q("30", "in the 30-step run", "file", "data/runs/exp1-length-cpu/config.json"),
+        Q("25", "a 45-character one 25", "example", "arithmetic on the sign-flipped reward"),
+        Q("3", "Which one (0-3)", "example", "the exercise's four rows, numbered from 0"),
+        Q("20", "completion length to 20 characters", "setting",
+          "grpo_core.rewards.LENGTH_TARGET"),
+    ],
+    "09_exp3_reward_hacking": [
+        Q("200", "full marks at 200 characters", "setting", "grpo_core.rewards.LONG_CODE_CHARS"),
+        Q("60", "(about 60 tokens)", "example", "200 characters at about 3.3 characters a token"),
+        Q("64", "not the profile's 64", "setting", f"{_SETTINGS}['cpu'].max_new_tokens"),
+        Q("5 %", "less than about 5 % of", "example", "the usual significance level, 0.05"),
+        Q("64", "12 steps, 64 new tokens", "file", "data/runs/exp3-defines-function-cpu/config.json"),
+        Q("0.14", "sqrt(0.25 / 12) = 0.14", "example", "arithmetic: the largest sd of a mean of 12"),
+        Q("0.9", "from 0.4 to 0.9", "example", "exercise 3's made-up run, whose records the "
+          "learner builds"),
+    ],
+    "10_trl": [
+        Q("0.2", "(`epsilon`, 0.2)", "setting", "grpo_core.loop.TrainConfig.epsilon"),
+        Q("20", "not to reach 20 characters", "setting", "grpo_core.rewards.LENGTH_TARGET"),
+        Q("20", "mean distance from 20 characters", "setting", "grpo_core.rewards.LENGTH_TARGET"),
+        Q("0.04", "went from 0.04 to 0", "example", "TRL's old and new default beta (its release "
+          "notes); the guard's cell checks the new one"),
+        Q("0", "from 0.04 to 0,", "example", "TRL's new default beta, checked by the guard's cell"),
+        Q("4", "the same script on 4 GPUs", "file", "scripts/hf_jobs.md"),
+    ],
+    "README.md": [
+        Q("135", "(a 135 M-parameter model", "example", "SmolLM2-135M's size, as its name says"),
+        Q("8", "real training: groups of 8", "setting", f"{_SETTINGS}['cpu'].group_size"),
+        Q("8", "scale: groups of 8 ×", "setting", f"{_SETTINGS}['gpu'].group_size"),
+        Q("8", "× 8 prompts", "setting", f"{_SETTINGS}['gpu'].prompts_per_step"),
+        Q("256", "256 new tokens", "setting", f"{_SETTINGS}['gpu'].max_new_tokens"),
+        Q("1", "(ratio 1 at the first step", "example", "on policy the ratio is exactly one"),
+        Q("20", "a length of 20 characters", "setting", "grpo_core.rewards.LENGTH_TARGET"),
+        Q("2", "group sizes 2, 8", "file", "data/runs/exp2-k2-cpu/config.json"),
+        Q("8", "2, 8 and 16", "file", "data/runs/exp2-k8-cpu/config.json"),
+        Q("16", "8 and 16 on recorded runs", "file", "data/runs/exp2-k16-cpu/config.json"),
+    ],
+    "docs/design.md": [
+        Q("2.2", "bytes, 2.2 MB for 60 steps", "example",
+          "arithmetic on the formula beside it, for the run size it names"),
+    ],
+    "11_reading_the_run": [
+        Q("0", "A = 0 gives", "example", "the recap's definition: a zero advantage"),
+        Q("0.9", "≥ 0.9) on at", "example", "exercise 4's threshold, a made-up rule"),
+        Q("30 %", "at least 30 % of", "example", "exercise 4's threshold, a made-up rule"),
+    ],
 }
 
-NUMBER = re.compile(r"(?<![\w.\-−+/])[-+−]?\d+\.\d+(?:\s?%)?(?![\w.]*\d)|(?<![\w.])\d+\s?%")
+# Notebooks another change is rebuilding now (issue 45): their problems are reported as expected
+# failures (xfail, with the list) instead of failing the run. Remove a name once it is rebuilt.
+PENDING_REBUILD = {"08_exp2_mbpp", "12_noise_floor"}
+
+# Documents whose numbers come from benchmark sessions or machines whose output is not committed,
+# so no rule can verify them yet: document -> how many of its numbers are unverified. The test
+# warns with the count, and fails if a document gets more unverified numbers than listed here
+# (lower the count when some become verified: a recorded file named in the paragraph, or a
+# ``<!-- numbers: path -->`` line naming a committed output).
+UNVERIFIED_DOCS: dict[str, int] = {
+    "data/README.md": 133,  # problem counts, split sizes and run figures not yet traced to a file
+    "docs/gpu.md": 55,  # measured on GPU machines; their outputs are not committed
+    "docs/performance.md": 388,  # benchmark sessions (benchmarks/bench_*.py); no output committed
+    "docs/sandbox.md": 166,  # sandbox limits and bench_sandbox figures; not yet traced
+}
+
+DOCUMENTS = documents()
 
 
-def prose(markdown: str) -> str:
-    """``markdown`` without what is not a claim: formulas, code, links' targets, equation and
-    section references, indented code blocks, the heading line."""
-    text = re.sub(r"\$\$.*?\$\$", " ", markdown, flags=re.S)
-    text = re.sub(r"\$[^$\n]*\$", " ", text)
-    text = re.sub(r"```.*?```", " ", text, flags=re.S)
-    text = re.sub(r"`[^`\n]*`", " ", text)
-    text = re.sub(r"\]\([^)]*\)", "]", text)
-    text = re.sub(r"https?://\S+", " ", text)
-    text = re.sub(r"\((?:eq\.\s*)?\d+\.\d+\)", " ", text)  # (8.4), (eq. 8.4)
-    text = re.sub(r"(?:eq\.|eqs?\.|equation|§)\s*\(?\d+\.\d+\)?", " ", text)
-    return re.sub(r"^ {4}.*$", " ", text, flags=re.M)
+@pytest.mark.parametrize("path", DOCUMENTS, ids=document_id)
+def test_every_number_in_the_prose_is_printed_recorded_or_quoted(path):
+    name = document_id(path)
+    report = check(path, QUOTED.get(name, []))
+    stale = [p for p in report.problems if p.section == "QUOTED"]
+    numbers = [p for p in report.problems if p.section != "QUOTED"]
+    listing = "\n".join(map(str, report.problems))
+    if name in PENDING_REBUILD:
+        if report.problems:
+            pytest.xfail(f"{name} is pending a rebuild; its {len(report.problems)} problems:\n"
+                         f"{listing}")
+        warnings.warn(f"{name} has no problems left: remove it from PENDING_REBUILD",
+                      stacklevel=1)
+        return
+    assert not stale, f"stale QUOTED entries:\n{listing}"
+    if name in UNVERIFIED_DOCS:
+        assert len(numbers) <= UNVERIFIED_DOCS[name], (
+            f"{name}: {len(numbers)} unverified numbers, more than the "
+            f"{UNVERIFIED_DOCS[name]} listed in UNVERIFIED_DOCS:\n{listing}")
+        warnings.warn(f"{name}: {len(numbers)} of its {report.count} numbers are unverified "
+                      "(UNVERIFIED_DOCS)", stacklevel=1)
+        return
+    assert not numbers, (
+        f"{name}: numbers in the prose that no rule accepts (print them from a cell of the same "
+        f"section, name the recorded file that holds them, or quote them with a source):\n"
+        f"{listing}")
 
 
-def printed(notebook: nbformat.NotebookNode) -> str:
-    """Everything the notebook's code cells printed or displayed as text."""
-    parts = []
-    for cell in notebook.cells:
-        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
-            parts.append(output.get("text", ""))
-            for kind, value in output.get("data", {}).items():
-                if kind.startswith("text/"):
-                    parts.append(value if isinstance(value, str) else "".join(value))
-    return "\n".join(parts)
-
-
-def claims(notebook: nbformat.NotebookNode) -> list[str]:
-    """The decimals and percentages of the notebook's markdown, as written."""
-    found = []
-    for cell in notebook.cells:
-        if cell.cell_type == "markdown":
-            found += [m.group(0).strip() for m in NUMBER.finditer(prose(cell.source))]
-    return found
-
-
-def shown(number: str, output: str) -> bool:
-    """Whether ``output`` prints ``number`` (sign, spacing and a percent's form aside)."""
-    bare = number.replace("−", "-").lstrip("+-").replace(" ", "")
-    forms = [bare.rstrip("%")]
-    if bare.endswith("%"):
-        value = float(bare.rstrip("%"))
-        forms += [f"{value / 100:.2f}", f"{value / 100:.3f}".rstrip("0")]
-    return any(re.search(rf"(?<![\d.]){re.escape(form)}(?!\d)", output) for form in forms)
-
-
-@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
-def test_every_number_in_the_prose_is_printed_or_quoted(script):
-    notebook = nbformat.read(script.with_suffix(".ipynb"), as_version=4)
-    output = printed(notebook)
-    quoted = QUOTED.get(script.stem, {})
-    unprinted = [n for n in claims(notebook) if n not in quoted and not shown(n, output)]
-    assert not unprinted, (
-        f"{script.stem}: numbers in the prose that no cell prints: {unprinted}. Print them "
-        f"from a cell (or assert the quoted value), or list them in QUOTED with their source")
-
-
-def test_the_scan_finds_typed_numbers_and_ignores_formulas():
-    markdown = ("The run ends at 0.357 ± 0.031, 12 % cut; see (8.4) and eq. 8.2, "
-                "`lr 2e-5`, $p = 0.22$, [x](a/1.5.html), k = 8.")
-    assert [n for n in NUMBER.findall(prose(markdown))] == ["0.357", "0.031", "12 %"]
-    assert shown("12 %", "cut off: 12%") and shown("56 %", "zero-std 0.56")
-    assert shown("-0.060", "change -0.060 ± 0.03") and not shown("0.06", "0.060")
-    assert not shown("3.6", "entropy 13.6")
+def test_every_listed_name_is_a_document():
+    names = {document_id(path) for path in DOCUMENTS}
+    listed = set(QUOTED) | PENDING_REBUILD | set(UNVERIFIED_DOCS)
+    assert listed <= names, sorted(listed - names)
+    assert (ROOT / "notebooks" / "START_HERE.ipynb") in DOCUMENTS
