@@ -31,7 +31,7 @@ from grpo_core.diagnosis import HeldOutChange, find_true_score, held_out_change,
 from grpo_core.loop import TrainConfig
 from grpo_core.provenance import CODE_KEY, DRAWS_KEY, provenance_differences
 from grpo_core.run_files import RecordedRun, load_run, series
-from grpo_core.stats import mean, standard_error
+from grpo_core.stats import SeedInterval, mean, seed_interval, standard_error
 
 # config.json keys that say how a run was made or described, not what it trained
 NOT_SETUP = ("command", "resumed_from_step", "torch", "precision", "eval_sampling", CODE_KEY,
@@ -113,6 +113,12 @@ class SeedSummary:
         """The seed-to-seed standard deviation of the change (NaN with one seed)."""
         return self.seed_sem * len(self.changes) ** 0.5
 
+    def interval(self, confidence: float = 0.95) -> SeedInterval:
+        """The across-seed mean change with its Student's t interval (n - 1 degrees of
+        freedom; none with one seed, none worth quoting with two:
+        :func:`grpo_core.stats.seed_interval`)."""
+        return seed_interval([c.change for c in self.changes], confidence)
+
     @property
     def mean_delta_sem(self) -> float:
         """The mean of the runs' own standard errors over problems: what one run's ``z``
@@ -121,14 +127,19 @@ class SeedSummary:
 
     def describe(self) -> str:
         """One line: each seed's change and z, then the mean ± its standard error over seeds
-        (or that it is one seed)."""
+        with its t interval (or why there is none), and whether the step-0 evaluations are
+        one draw."""
         each = ", ".join(f"seed {s}: {c.change:+.3f} (z {c.z:+.1f})" if c.z is not None
                          else f"seed {s}: {c.change:+.3f}"
                          for s, c in zip(self.seeds, self.changes, strict=True))
         if len(self.changes) == 1:
             return f"{self.key}: {each}; one seed"
+        interval = self.interval()
         said = (f"{self.key}: {each}; mean {self.mean_change:+.3f} ± {self.seed_sem:.3f} "
-                f"over {len(self.changes)} seeds")
+                f"over {len(self.changes)} seeds, " + (
+                    interval.reason if interval.reason else
+                    f"95 % t-interval [{interval.low:+.3f}, {interval.high:+.3f}] "
+                    f"({interval.df} df)"))
         if not self.same_draws:
             said += ("; same distribution, other draws (step-0 scores "
                      + ", ".join(f"{start:.3f}" for start in self.starts) + ")")

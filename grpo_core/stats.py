@@ -151,21 +151,121 @@ def problem_pass_at_k(passed: Mapping[Any, Sequence[bool]], k: int) -> dict[Any,
 
 
 def minimum_detectable_change(sd: float, runs_per_side: int, alpha: float = 0.05,
-                              power: float = 0.8, comparisons: int = 1) -> float:
+                              power: float = 0.8, comparisons: int = 1,
+                              df: float | None = None) -> float:
     """The smallest true difference between two setups that ``runs_per_side`` runs of each
     detect with probability ``power`` at two-sided level ``alpha`` (Bonferroni over
-    ``comparisons``), when one run's result has standard deviation ``sd`` (notebook 12)::
+    ``comparisons``), when one run's result has standard deviation ``sd`` (notebook 12,
+    eq. (12.5))::
 
-        (z_{1 - alpha / (2 m)} + z_power) * sd * sqrt(2 / n)
+        (q_{1 - alpha / (2 m)} + q_power) * sd * sqrt(2 / n)
 
-    ``sd`` is the run-to-run spread of what is compared (for a held-out change: the spread
-    over seeds, which holds the evaluation's own noise too).
+    with ``q`` the normal quantile when ``df`` is None (``sd`` known), else Student's t with
+    ``df`` degrees of freedom (``sd`` estimated from the compared seeds: ``2 n - 2``; the usual
+    approximation of the noncentral t's power). ``sd`` is the run-to-run spread of what is
+    compared (for a held-out change: the spread over seeds).
     """
     if runs_per_side < 1 or not sd >= 0 or not 0 < power < 1:
         raise ValueError(f"need runs_per_side >= 1, sd >= 0 and 0 < power < 1, got "
                          f"{runs_per_side}, {sd}, {power}")
-    return (bonferroni_z(comparisons, alpha) + NormalDist().inv_cdf(power)) * sd * math.sqrt(
-        2 / runs_per_side)
+    if df is None:
+        factor = bonferroni_z(comparisons, alpha) + NormalDist().inv_cdf(power)
+    else:
+        factor = (bonferroni_t_quantile(comparisons, df, 1 - alpha)
+                  + student_t_quantile(power, df))
+    return factor * sd * math.sqrt(2 / runs_per_side)
+
+
+def sampling_standard_error(scores: Mapping[Any, Sequence[float]]) -> float:
+    """The standard error of a mean over problems that comes from sampling alone, the
+    problems held fixed (notebook 12, eq. (12.2b))::
+
+        sqrt( sum_i s_i^2 / m_i ) / N
+
+    ``scores``: each problem's sampled scores at one evaluation (``m_i >= 2`` each; ``s_i^2``
+    their variance, ddof = 1). Seeds scored on the same problems share the problems'
+    difficulty, so only this part of an evaluation's noise reaches their spread.
+
+    Raises ValueError for no problems or a problem with fewer than 2 scores.
+    """
+    if not scores:
+        raise ValueError("no problems")
+    few = [problem for problem, values in scores.items() if len(values) < 2]
+    if few:
+        raise ValueError(f"problems {few[:5]} have fewer than 2 scores: no spread to measure")
+    within = math.fsum(standard_error(list(values)) ** 2 for values in scores.values())
+    return math.sqrt(within) / len(scores)
+
+
+@dataclass(frozen=True)
+class MixSplit:
+    """A mean score's change split into a change of mix and changes within kinds
+    (:func:`mix_split`; notebook 08's "what k = 8 learned").
+
+    Attributes:
+        share_before, share_after: the share of items of the first kind (e.g. fenced).
+        in_before, in_after: the mean score of the first kind (0 where it has no item).
+        out_before, out_after: the mean score of the rest (0 where it has no item).
+    """
+
+    share_before: float
+    share_after: float
+    in_before: float
+    in_after: float
+    out_before: float
+    out_after: float
+
+    @property
+    def change(self) -> float:
+        """The mean score after minus before."""
+        after = self.share_after * self.in_after + (1 - self.share_after) * self.out_after
+        before = self.share_before * self.in_before + (1 - self.share_before) * self.out_before
+        return after - before
+
+    @property
+    def mix_part(self) -> float:
+        """What the change of mix alone gives, at the scores before:
+        ``(share_after - share_before) * (in_before - out_before)``."""
+        return (self.share_after - self.share_before) * (self.in_before - self.out_before)
+
+    @property
+    def format_part(self) -> float:
+        """:attr:`mix_part`, named for notebook 08 (the kind is the requested format)."""
+        return self.mix_part
+
+    @property
+    def within_part(self) -> float:
+        """What the scores within each kind give, at the mix after:
+        ``share_after * (in_after - in_before) + (1 - share_after) * (out_after - out_before)``;
+        ``mix_part + within_part == change`` exactly."""
+        return (self.share_after * (self.in_after - self.in_before)
+                + (1 - self.share_after) * (self.out_after - self.out_before))
+
+
+def _kind_means(is_kind: Sequence[bool], scores: Sequence[float]) -> tuple[float, float, float]:
+    if len(is_kind) != len(scores) or not scores:
+        raise ValueError(f"need as many kinds as scores, and some: {len(is_kind)} and "
+                         f"{len(scores)}")
+    inside = [s for k, s in zip(is_kind, scores, strict=True) if k]
+    rest = [s for k, s in zip(is_kind, scores, strict=True) if not k]
+    return (len(inside) / len(scores), mean(inside) if inside else 0.0,
+            mean(rest) if rest else 0.0)
+
+
+def mix_split(before: tuple[Sequence[bool], Sequence[float]],
+              after: tuple[Sequence[bool], Sequence[float]]) -> MixSplit:
+    """Split the change of a mean score between two evaluations into the change of mix (how
+    many items are of one kind, e.g. completions in the requested format) and the change
+    within each kind, exactly (a shift-share decomposition):
+
+        change = (f_1 - f_0)(a_0 - b_0) + f_1 (a_1 - a_0) + (1 - f_1)(b_1 - b_0)
+
+    with ``f`` the kind's share, ``a`` its mean score and ``b`` the rest's, at evaluations 0
+    and 1. ``before`` and ``after``: each item's kind (True: the kind) and score.
+    """
+    share_before, in_before, out_before = _kind_means(*before)
+    share_after, in_after, out_after = _kind_means(*after)
+    return MixSplit(share_before, share_after, in_before, in_after, out_before, out_after)
 
 
 def subsampled_standard_errors(values: Sequence[float], sizes: Sequence[int], draws: int = 200,

@@ -35,6 +35,22 @@ def test_a_proxy_run_reports_its_true_score_against_step_0(tmp_path):
     assert row[5] == "0.15 -> 0.95"  # the first and last fifth: steps 1-2, 9-10
     assert row[6] == "25%"
     assert row[7] == "7 min"  # 10 steps x 30 s and two evaluations of 60 s
+    assert row[9] == "recorded before runs named their code (no commit, no draws fingerprint) |"
+
+
+def test_each_run_names_the_code_that_recorded_it_and_other_draws_are_pooled_aloud(
+        tmp_path, capsys):
+    code = {"commit": "ab" * 20, "clean": True}
+    write_run(tmp_path / "s0", proxy_run(), {"reward_funcs": ["unit_test_reward"],
+                                             "code": code, "draws": {"id": "0123456789ab"}})
+    later = proxy_run()
+    later[0]["eval/unit_test_reward"] = 0.35  # another draw of the base model's completions
+    write_run(tmp_path / "s1", later, {"reward_funcs": ["unit_test_reward"],
+                                       "train": {"seed": 1}})
+    assert main([str(tmp_path / "s0"), str(tmp_path / "s1")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].endswith("| commit ababab, draws 0123456789ab |".replace("ababab", "abababa"))
+    assert lines[7].endswith("same distribution, other draws (step-0 scores 0.300, 0.350) |")
 
 
 def test_a_run_trained_on_the_held_out_reward_reports_that_reward(tmp_path, capsys):

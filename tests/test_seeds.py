@@ -109,7 +109,12 @@ def test_a_seed_group_gives_each_seeds_change_and_the_mean_over_seeds_by_hand():
     assert summary.seed_sem == pytest.approx(0.1 / math.sqrt(3))
     assert summary.mean_delta_sem == pytest.approx(0.07 / 3)
     assert summary.describe() == (f"{KEY}: seed 0: +0.100 (z +5.0), seed 1: +0.300 (z +10.0), "
-                                  f"seed 2: +0.200 (z +10.0); mean +0.200 ± 0.058 over 3 seeds")
+                                  f"seed 2: +0.200 (z +10.0); mean +0.200 ± 0.058 over 3 seeds, "
+                                  f"95 % t-interval [-0.048, +0.448] (2 df)")
+    # t with 2 degrees of freedom (4.303), not the normal 1.96
+    interval = summary.interval()
+    assert interval.df == 2 and interval.t == pytest.approx(4.3027, abs=1e-4)
+    assert interval.high - interval.mean == pytest.approx(4.3027 * 0.1 / math.sqrt(3), abs=1e-4)
     one = seed_group([run("only", 4, -0.05)])
     assert one.describe() == f"{KEY}: seed 4: -0.050 (z -2.5); one seed"
     no_error = seed_group([run("flat", 5, 0.02, delta_sem=0.0)])  # no z without an error
@@ -182,7 +187,8 @@ def test_runs_whose_step_0_evaluations_are_other_draws_are_refused_unless_told()
     assert not pooled.same_draws and len(pooled.other_draws) == 1
     assert pooled.starts == pytest.approx((0.1535, 0.1657))
     assert pooled.describe().endswith(
-        "; same distribution, other draws (step-0 scores 0.153, 0.166)")
+        "over 2 seeds, 2 seeds: no useful interval (1 degree of freedom, t = 12.71); "
+        "same distribution, other draws (step-0 scores 0.153, 0.166)")
     same = seed_group([first, started_at(run("again", 2, 0.3), 0.1535, **code)])
     assert same.same_draws and same.other_draws == () and "other draws" not in same.describe()
 

@@ -18,12 +18,14 @@ from grpo_core.stats import (
     format_span,
     mean,
     minimum_detectable_change,
+    mix_split,
     paired_difference,
     pass_at_k,
     problem_means,
     problem_pass_at_k,
     ranks,
     regularized_incomplete_beta,
+    sampling_standard_error,
     seed_interval,
     spearman,
     standard_error,
@@ -593,3 +595,51 @@ def test_welch_needs_two_finite_values_a_group_and_says_which():
         welch_test([0.3, 0.4], [0.1, math.nan])
     with pytest.raises(ValueError, match="group a holds"):
         welch_test([math.inf, 0.4], [0.1, 0.2])
+
+
+def test_the_detectable_change_with_estimated_spread_uses_students_t():
+    # 2 runs a side, 2 df: t_{0.975, 2} = 4.302653, t_{0.8, 2} = 1.060660
+    assert minimum_detectable_change(0.05, 2, df=2) == pytest.approx(
+        (4.302653 + 1.060660) * 0.05, rel=1e-5)
+    # three comparisons: t_{1 - 0.05/6, 6} = 3.287455, t_{0.8, 6} = 0.905703
+    assert minimum_detectable_change(0.05, 4, comparisons=3, df=6) == pytest.approx(
+        (3.287455 + 0.905703) * 0.05 * math.sqrt(0.5), rel=1e-5)
+    # many degrees of freedom: the normal quantiles again
+    assert minimum_detectable_change(0.05, 4, df=1e9) == pytest.approx(
+        minimum_detectable_change(0.05, 4), rel=1e-7)
+    assert minimum_detectable_change(0.05, 2, df=2) > 1.9 * minimum_detectable_change(0.05, 2)
+
+
+def test_sampling_noise_with_the_problems_fixed_by_hand():
+    # problem a: scores 0, 1 (variance 0.5, over 2 samples: 0.25); b: 1, 1, 1 (0)
+    assert sampling_standard_error({"a": [0.0, 1.0], "b": [1.0, 1.0, 1.0]}) == pytest.approx(
+        math.sqrt(0.25) / 2)
+    # c: 0, 0.5, 1 (variance 0.25, over 3 samples)
+    assert sampling_standard_error({"a": [0.0, 1.0], "c": [0.0, 0.5, 1.0]}) == pytest.approx(
+        math.sqrt(0.25 + 0.25 / 3) / 2)
+    with pytest.raises(ValueError, match=r"problems \['x'\] have fewer than 2 scores"):
+        sampling_standard_error({"a": [0.0, 1.0], "x": [1.0]})
+    with pytest.raises(ValueError, match="no problems"):
+        sampling_standard_error({})
+
+
+def test_a_mean_scores_change_splits_exactly_into_mix_and_within_kinds():
+    # before: 1 of 4 fenced (score 1.0), the rest 0, 0, 0.5; after: 3 of 4 fenced
+    before = ([True, False, False, False], [1.0, 0.0, 0.0, 0.5])
+    after = ([True, True, True, False], [1.0, 0.5, 0.0, 1.0])
+    split = mix_split(before, after)
+    assert (split.share_before, split.share_after) == (0.25, 0.75)
+    assert split.in_before == 1.0 and split.out_before == pytest.approx(0.5 / 3)
+    assert split.in_after == pytest.approx(0.5) and split.out_after == 1.0
+    assert split.change == pytest.approx(2.5 / 4 - 1.5 / 4)
+    assert split.mix_part == pytest.approx(0.5 * (1.0 - 0.5 / 3)) == split.format_part
+    assert split.within_part == pytest.approx(0.75 * (0.5 - 1.0) + 0.25 * (1.0 - 0.5 / 3))
+    assert split.mix_part + split.within_part == pytest.approx(split.change)
+    # no item of the kind at all: its mean is taken as 0, and the split still adds up
+    none = mix_split(([False, False], [0.0, 1.0]), ([True, False], [1.0, 1.0]))
+    assert none.in_before == 0.0 and none.mix_part + none.within_part == pytest.approx(
+        none.change) == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="as many kinds as scores"):
+        mix_split(([True], [1.0, 0.0]), after)
+    with pytest.raises(ValueError, match="as many kinds as scores"):
+        mix_split(([], []), after)

@@ -4,7 +4,9 @@ z, the training reward over the first and last fifth, truncation over the last f
 the wall time. The figures a closing note or ``data/README.md`` quotes, read from the files.
 Then one row per setup that has a held-out change: the runs that differ only in their seed
 (``grpo_core.seeds``), each seed's change with its z, and the mean ± its standard error over
-seeds (or "one seed").
+seeds with its t interval (or why there is none), pooled as "same distribution, other draws"
+with every step-0 score where the runs' step-0 evaluations are different draws. Each run's
+last column names the code that recorded it (``grpo_core.provenance``).
 
 Usage: ``python tools/run_summary.py [run folder or name ...]`` (default: every run in
 ``data/runs``).
@@ -24,12 +26,13 @@ from grpo_core.diagnosis import (  # noqa: E402
     held_out_change,
     trained_rewards,
 )
+from grpo_core.provenance import describe_provenance  # noqa: E402
 from grpo_core.run_files import list_runs, load_run, runs_dir, series, training_records  # noqa: E402
 from grpo_core.seeds import group_by_setup, held_out_key, seed_group  # noqa: E402
 from grpo_core.stats import trend  # noqa: E402
 
 HEADER = ("| run | held-out metric | step 0 | end | change (z) | reward first -> last fifth "
-          "| truncated, last fifth | wall | flagged |")
+          "| truncated, last fifth | wall | flagged | recorded by |")
 
 
 def _fifths(records, key: str):
@@ -65,7 +68,7 @@ def summary_row(path: Path) -> str:
     return (f"| `{run.name}` | {' | '.join(held)} | "
             f"{'-' if reward is None else f'{reward.first:.3g} -> {reward.last:.3g}'} | "
             f"{'-' if clipped is None else f'{clipped.last:.0%}'} | {seconds / 60:.0f} min | "
-            f"{flagged} |")
+            f"{flagged} | {describe_provenance(run.config)} |")
 
 
 def main(argv: list[str]) -> int:
@@ -88,7 +91,7 @@ def main(argv: list[str]) -> int:
         if held_out_key(group[0]) is None:
             continue
         try:
-            line = seed_group(group).describe()
+            line = seed_group(group, other_draws=True).describe()
         except ValueError as error:  # a run without a held-out change
             line = f"- ({error})"
         print(f"| {', '.join(f'`{run.name}`' for run in group)} | {line} |")
