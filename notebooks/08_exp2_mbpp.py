@@ -403,8 +403,8 @@ print(f"the bar for one comparison: |z| >= {bonferroni_z(1):.2f}; "
 # $\mathrm{sd} = \sqrt{0.7/4} \approx 0.418$ and the standard error is $0.418/\sqrt5 \approx
 # 0.187$. The changes $d_i$ are 0.5, 0.5, 0, 0, 0.5 (mean 0.3, sd ≈ 0.274, standard error ≈
 # 0.122): smaller than the two errors combined (0.274), because p3 and p4 changed by nothing. Five problems
-# are far too few for a verdict (z ≈ 2.4 here would not pass a bar of 2.64 among six
-# comparisons); section 4 has 115.
+# are far too few for a verdict (the z printed above would not pass the bar for six
+# comparisons); section 4's runs score every held-out problem.
 #
 # How often does chance alone pass the bar? Six comparisons in which nothing differs,
 # simulated many times: how often at least one |z| reaches 1.96, and how often 2.64:
@@ -465,7 +465,7 @@ print(pd.DataFrame(rows).to_string(index=False))
 # ### The recorded runs
 #
 # Training three versions takes a while, so the course ships `cpu`-profile runs of our own
-# loop, one per k, each 40 steps of 16 completions (640 completions in all), made with
+# loop, one per k, each 40 steps of 16 completions, made with
 #
 #     python -m grpo_core mbpp --k 8 --profile cpu --max-new-tokens 192 --steps 40 \
 #         --eval-every 20 --eval-samples 3 --samples-eval-per-problem 3 --out data/runs/exp2-k8-cpu
@@ -474,8 +474,8 @@ print(pd.DataFrame(rows).to_string(index=False))
 # (another draw of the training problems and samples: how much of a result is the seed?).
 # Every completion ends where its first code block closes (the experiment's stop rule), so
 # the base model's habit of writing on after its function does not spend the 192-token
-# budget. Each run trains on the course's very easy and easy training problems (63 of the
-# 78: the cell below prints each run's count from its `config.json`) and measures the unit-test
+# budget. Each run trains on the course's very easy and easy training problems (the cell
+# below prints each run's count from its `config.json`) and measures the unit-test
 # reward on the **115 held-out problems** it never trains on, 3 samples each, at step 0
 # (the base model), step 20 and step 40, with the same prompts and sampling seed every time
 # (`eval/unit_test_reward`, with its standard error over problems `/sem` and the standard
@@ -668,49 +668,92 @@ if lead is not None and lead.has_samples:
 # `grpo_core.seeds` groups the runs that differ in nothing but the seed (it refuses runs that
 # differ in more). Per k: each seed's held-out change with its z, and the mean change with
 # its standard error **over seeds** (notebook 12 explains why this, not a single run's z, is
-# the yardstick for "k = 8 learns more than k = 2"):
+# the yardstick for "k = 8 learns more than k = 2").
+#
+# Two things decide how far that yardstick can be trusted:
+#
+# - **Are the runs one measurement?** Every seed starts from the same base model, problems
+#   and evaluation seed, so its step-0 score should be *the same draw*. Runs recorded by other
+#   code or on another machine sample other step-0 completions: then they are the same
+#   distribution, other draws, and the table prints every step-0 score. `config.json` names
+#   the commit and the draws' fingerprint of each run (`grpo_core.provenance`); `seed_group`
+#   refuses such runs unless told `other_draws=True`, as here.
+# - **How many seeds?** With $n$ seeds the standard error over seeds has $n - 1$ degrees of
+#   freedom, so an interval uses Student's t, not the normal 1.96:
+#
+# $$ \bar\Delta \pm t_{0.975,\,n-1}\,\frac{\mathrm{sd}_s(\Delta_s)}{\sqrt n}
+#    \tag{8.7}$$
+#
+# | symbol | meaning |
+# |---|---|
+# | $\Delta_s$ | seed $s$'s held-out change (step $T$ minus step 0), eq. (8.4) |
+# | $\mathrm{sd}_s$ | their standard deviation over the $n$ seeds (ddof = 1) |
+# | $t_{0.975,\,n-1}$ | Student's t quantile (`grpo_core.stats.student_t_quantile`; the cell below prints it for 2 to 4 seeds) |
+#
+# With 2 seeds no useful interval exists (one degree of freedom); the table says so.
 
 # %%
 from grpo_core.seeds import group_by_setup, seed_group
-from grpo_core.stats import z_score
+from grpo_core.stats import student_t_quantile
 
 plain_runs = [path for path in list_runs()
               if path.name.startswith("exp2-k") and "dynamic" not in path.name]
 by_k = {}
 for group in group_by_setup(plain_runs):
-    by_k[group[0].config["train"]["group_size"]] = seed_group(group)
+    by_k[group[0].config["train"]["group_size"]] = seed_group(group, other_draws=True)
 seed_rows = []
 for k, summary in sorted(by_k.items()):
-    several = len(summary.seeds) > 1
     seed_rows.append({"k": k, "seeds": len(summary.seeds),
+                      "step-0 scores": ", ".join(f"{start:.3f}" for start in summary.starts),
+                      "step 0": "one draw" if summary.same_draws else "other draws",
                       "each seed: change (z)": "; ".join(
                           f"{c.change:+.3f} ({c.z:+.1f})" for c in summary.changes),
-                      "mean ± SE over seeds": f"{summary.mean_change:+.3f} ± "
-                                              f"{summary.seed_sem:.3f}" if several else "one seed"})
+                      "mean ± SE over seeds, (8.7)": summary.interval().describe()
+                      if len(summary.seeds) < 2 else
+                      f"{summary.mean_change:+.3f} ± {summary.seed_sem:.3f}; "
+                      + summary.interval().describe().split(", ", 1)[1]})
 if seed_rows:
     display(pd.DataFrame(seed_rows).set_index("k"))
+for k, summary in sorted(by_k.items()):
+    for said in summary.other_draws:
+        print(f"k = {k}: {said}")
+print("t_0.975 with n - 1 degrees of freedom: "
+      + ", ".join(f"{student_t_quantile(0.975, n - 1):.2f} for {n} seeds" for n in (2, 3, 4))
+      + f" (normal: {student_t_quantile(0.975, float('inf')):.2f})")
 
+# %% [markdown]
+# Two group sizes, each with a few seeds: is the difference of their mean changes more than
+# the seeds' spread? **Welch's t-test** compares two groups of seeds without assuming equal
+# spreads:
+#
+# $$ t = \frac{\bar\Delta_a - \bar\Delta_b}{\sqrt{s_a^2/n_a + s_b^2/n_b}}, \qquad
+#    \nu = \frac{(s_a^2/n_a + s_b^2/n_b)^2}{\frac{(s_a^2/n_a)^2}{n_a - 1} + \frac{(s_b^2/n_b)^2}{n_b - 1}}
+#    \tag{8.8}$$
+#
+# | symbol | meaning |
+# |---|---|
+# | $\bar\Delta_a, s_a, n_a$ | group size $a$'s mean held-out change over its seeds, their sd (ddof = 1), how many seeds |
+# | $\nu$ | the Welch-Satterthwaite degrees of freedom: at most $n_a + n_b - 2$, fewer when one group's spread dominates |
+#
+# The p-value comes from Student's t with $\nu$ degrees of freedom (`grpo_core.stats.welch_test`).
+# Several pairs compared at once: each must reach p < 0.05 / (number of pairs) (Bonferroni).
 
-def seed_gap(a_mean: float, a_sem: float, b_mean: float,
-             b_sem: float) -> tuple[float, float, float | None]:
-    """Two across-seed means' difference, its standard error (independent seeds) and z."""
-    gap, error = a_mean - b_mean, (a_sem**2 + b_sem**2) ** 0.5
-    return gap, error, z_score(gap, error)
+# %%
+from grpo_core.stats import welch_test
 
-
+print(inspect.getsource(welch_test))
 ks = [k for k, summary in sorted(by_k.items()) if len(summary.seeds) > 1]
 k_pairs = [(a, b) for i, a in enumerate(ks) for b in ks[i + 1:]]
-# (k_a, k_b, gap, its standard error, z) for each pair of group sizes with several seeds
-k_gaps = [(a, b, *seed_gap(by_k[a].mean_change, by_k[a].seed_sem,
-                           by_k[b].mean_change, by_k[b].seed_sem)) for a, b in k_pairs]
-if k_pairs:
-    bar = bonferroni_z(len(k_pairs))
-    for a, b, gap, error, z in k_gaps:
-        verdict = "beyond" if z is not None and abs(z) >= bar else "within"
-        print(f"k = {a} - k = {b}: {gap:+.3f} ± {error:.3f} over seeds "
-              f"(z {z:+.1f}: {verdict} the bar |z| >= {bar:.2f} for {len(k_pairs)} comparisons)")
-else:
+k_tests = {(a, b): welch_test([c.change for c in by_k[a].changes],
+                              [c.change for c in by_k[b].changes]) for a, b in k_pairs}
+alpha = 0.05 / len(k_pairs) if k_pairs else None
+for (a, b), test in k_tests.items():
+    verdict = "below" if test.p_value < alpha else "not below"
+    print(f"k = {a} - k = {b}: {test.describe()}; p {verdict} {alpha:.3g} "
+          f"(5 % over {len(k_pairs)} comparisons)")
+if not k_pairs:
     print("fewer than two group sizes have two seeds: no comparison over seeds yet")
+
 
 # %% [markdown]
 # ### pass@1 against pass@k: sharpening or new solutions?
@@ -754,6 +797,8 @@ if pass_rows:
 # %%
 from IPython.display import Markdown
 
+from grpo_core.stats import mix_split
+
 
 def span(values: list, digits: int = 3, sign: bool = False) -> str:
     """'a' or 'a to b' for the smallest and largest of ``values``."""
@@ -768,11 +813,21 @@ moves = {name: moved for name, moved in moves.items() if moved is not None}
 bullets = []
 if moves:
     rose = [m for m in moves.values() if m.z is not None and m.z >= 2]
-    base = next(iter(moves.values()))
+    # one base-model score per step-0 draw (runs recorded by other code draw other samples)
+    draws = {}
+    for m in moves.values():
+        draws.setdefault(round(m.start, 6), []).append(m)
+    base_each = [f"{ms[0].start:.3f} ± {ms[0].start_sem:.3f} ({len(ms)} run"
+                 f"{'s' if len(ms) > 1 else ''})" for ms in draws.values()]
+    base_said = (", ".join(base_each[:-1]) + " and " + base_each[-1] if len(base_each) > 1
+                 else base_each[0])
     bullets.append(
         f"**Reward climbs, on problems never trained on.** {len(rose)} of {len(moves)} runs' "
         f"held-out scores rose by more than two standard errors: from the base model's "
-        f"{base.start:.3f} ± {base.start_sem:.3f} to {span([m.end for m in moves.values()])} at "
+        f"{base_said}"
+        + (" (the same distribution, other draws of its step-0 completions)"
+           if len(draws) > 1 else "")
+        + f" to {span([m.end for m in moves.values()])} at "
         f"their last evaluation, changes of {span([m.change for m in moves.values()], 2, True)} "
         f"(z {span([m.z for m in moves.values()], 1, True)}).")
     late, rewards = [], []
@@ -792,24 +847,38 @@ if moves:
             f"training reward overstates what the later steps taught about unseen problems.")
 if lead is not None and lead.has_samples:
     held = lead.samples(split="held_out")
-    fenced_share = {step: sum(r["completion"].lstrip().startswith("```")
-                              for r in held.select(step=step).rows) / len(held.select(step=step))
-                    for step in (held.steps[0], held.steps[-1])}
+    first, last = (held.select(step=step).rows for step in (held.steps[0], held.steps[-1]))
+    split = mix_split(*(([r["completion"].lstrip().startswith("```") for r in rows],
+                         [r["unit_test_reward"] for r in rows]) for rows in (first, last)))
+    share = split.format_part / split.change if split.change else 0.0
+    headline = ("Much of what k = 8 learned is the format." if share >= 0.5 else
+                "Most of what k = 8 learned is not the format.")
     bullets.append(
-        f"**Much of what k = 8 learned is the format.** Its held-out completions that open "
-        f"with the code fence the prompt asks for: {fenced_share[held.steps[0]]:.0%} at step 0, "
-        f"{fenced_share[held.steps[-1]]:.0%} at step {held.steps[-1]} (the table of fenced and "
-        f"other completions above shows whether the code inside improved too).")
+        f"**{headline}** Its held-out score moved {split.change:+.3f} from step "
+        f"{held.steps[0]} to {held.steps[-1]}; completions opening with the code fence the "
+        f"prompt asks for went from {split.share_before:.0%} to {split.share_after:.0%}, which "
+        f"at step 0's scores accounts for {split.format_part:+.3f} ({share:.0%}); the scores "
+        f"within each kind account for {split.within_part:+.3f} (fenced "
+        f"{split.in_before:.3f} -> {split.in_after:.3f}; the rest "
+        + (f"{split.out_before:.3f} -> {split.out_after:.3f}" if split.share_after < 1
+           else f"{split.out_before:.3f} at step {held.steps[0]}, none left at "
+                f"step {held.steps[-1]}") + ").")
 if k_pairs:
-    beyond = [v for v in k_gaps if v[4] is not None and abs(v[4]) >= bar]
-    detail = "; ".join(f"k = {a} - k = {b}: {gap:+.3f} ± {error:.3f}"
-                       for a, b, gap, error, _ in k_gaps)
+    beyond = [(a, b) for (a, b), test in k_tests.items() if test.p_value < alpha]
+    detail = "; ".join(f"k = {a} - k = {b}: {test.difference:+.3f} ± {test.sem:.3f}, "
+                       f"p = {test.p_value:.2g} ({test.df:.1f} df)" if test.df is not None
+                       else f"k = {a} - k = {b}: {test.difference:+.3f}"
+                       for (a, b), test in k_tests.items())
+    fewest = min(len(by_k[k].seeds) for k in ks)
+    caveat = (f" With as few as {fewest} seeds a group, only a large difference could pass."
+              if fewest < 4 else "")
     bullets.append(
-        (f"**No k is shown to learn more than another.** Over seeds ({detail}), no difference "
-         f"reaches the bar of |z| >= {bar:.2f} for {len(k_pairs)} comparisons.") if not beyond
-        else f"**Group sizes differ.** Over seeds ({detail}), "
-             + ", ".join(f"k = {a} - k = {b} (z {z:+.1f})" for a, b, _, _, z in beyond)
-             + f" pass the bar of |z| >= {bar:.2f}.")
+        (f"**No k is shown to learn more than another.** Over seeds, Welch's test (8.8) "
+         f"({detail}): no p below {alpha:.3g} (5 % over {len(k_pairs)} comparisons).{caveat}")
+        if not beyond
+        else f"**Group sizes differ.** Over seeds, Welch's test (8.8) ({detail}): "
+             + ", ".join(f"k = {a} - k = {b}" for a, b in beyond)
+             + f" below p = {alpha:.3g} (5 % over {len(k_pairs)} comparisons).{caveat}")
 else:
     spread = next((s for s in by_k.values() if len(s.seeds) > 1), None)
     bullets.append(
@@ -851,7 +920,8 @@ display(Markdown("\n".join(f"- {bullet}" for bullet in bullets)))
 # | $p$ | the chance that one sample of the prompt passes (pass/fail rewards) |
 # | $k$ | the group size |
 #
-# At $p = 0.5$ and $k = 2$ that is 2 groups, twice the sampling; at $p = 0.05$, about 10.
+# At $p = 0.5$ and $k = 2$ that is 2 groups, twice the sampling; at $p = 0.05$, about ten
+# (the table below).
 # A prompt that is out of reach ($p = 0$) never gives signal: the cap is what stops the
 # spending. The code, in `grpo_core.dynamic_sampling`:
 
@@ -984,30 +1054,28 @@ for kind, run in compared:
 # (the last step), with the standard error over seeds:
 
 # %%
-from grpo_core.stats import mean, standard_error
+from grpo_core.stats import seed_interval
 
 
-def across_seeds(kind: str, at_budget: bool) -> tuple[float, float, int]:
-    """(mean, its standard error over seeds, seeds) of one kind's held-out score, at its last
-    evaluation (within plain k = 2's sampling budget where ``at_budget``)."""
-    scores = [[y for x, y, _ in held_out_by_sampling(run) if not at_budget or x <= plain_budget][-1]
-              for run_kind, run in compared if run_kind == kind]
-    return mean(scores), standard_error(scores), len(scores)
+def across_seeds(kind: str, at_budget: bool) -> list[float]:
+    """One kind's held-out score per seed, at its last evaluation (within plain k = 2's
+    sampling budget where ``at_budget``)."""
+    return [[y for x, y, _ in held_out_by_sampling(run) if not at_budget or x <= plain_budget][-1]
+            for run_kind, run in compared if run_kind == kind]
 
 
 if plain_budget and dynamic_runs:
     for label, at_budget in (("equal completions sampled", True), ("equal steps", False)):
-        dyn, dyn_se, dyn_n = across_seeds("dynamic", at_budget)
-        flat, flat_se, flat_n = across_seeds("plain", at_budget)
-        gap, error, z = seed_gap(dyn, dyn_se, flat, flat_se)
-        if z is None:
-            print(f"at {label}: {dyn_n} dynamic and {flat_n} plain seed(s), too few for a "
-                  "standard error over seeds")
+        dynamic, plain_scores = across_seeds("dynamic", at_budget), across_seeds("plain", at_budget)
+        if min(len(dynamic), len(plain_scores)) < 2:
+            print(f"at {label}: {len(dynamic)} dynamic and {len(plain_scores)} plain seed(s), "
+                  "too few for a comparison over seeds (Welch's test needs 2 on each side)")
             continue
-        print(f"at {label}: dynamic {dyn:.3f} ± {dyn_se:.3f} ({dyn_n} seeds), plain "
-              f"{flat:.3f} ± {flat_se:.3f} ({flat_n} seeds); difference {gap:+.3f} "
-              f"± {error:.3f} (z {z:+.1f}): "
-              + ("within the seeds' noise" if abs(z) < 2 else "a difference"))
+        test = welch_test(dynamic, plain_scores)
+        print(f"at {label}: dynamic {seed_interval(dynamic).describe()}; plain "
+              f"{seed_interval(plain_scores).describe()}; dynamic - plain: {test.describe()}: "
+              + ("a difference at the 5 % level" if test.p_value < 0.05 else
+                 "not distinguishable from the seeds' noise at the 5 % level"))
 
 # %% [markdown]
 # ## 6. Train it yourself (a short live demo)
@@ -1087,8 +1155,8 @@ check("08.mixed_per_step", (mixed_per_step, my_most_groups, my_most_completions)
 # %% [markdown]
 # ## What this notebook showed
 #
-# - Check for signal before training: the share of groups with zero spread, predicted by p^k +
-#   (1 - p)^k.
+# - Check for signal before training: the share of groups with zero spread, predicted by
+#   $p^k + (1 - p)^k$.
 # - Unit-test rewards raise the score on held-out problems the model never trained on, with a
 #   standard error over problems.
 # - Comparing group sizes needs several seeds and a stricter bar for several comparisons.

@@ -151,20 +151,40 @@ print(f"seed 0 against seed 1: {len(changed)} of {len(first[0][0])} step-1 numbe
 #
 # $$ \bar\Delta = \frac1n\sum_{s=1}^{n}\Delta_s, \qquad
 #    \mathrm{SE}_\text{seeds}(\bar\Delta) = \frac{\mathrm{sd}_s(\Delta_s)}{\sqrt n}, \qquad
-#    \mathrm{sd}_s^2 \approx \sigma^2_\text{train} + \mathrm{SE}^2_\text{eval} \tag{12.2} $$
+#    \mathrm{sd}_s^2 \approx \sigma^2_\text{train} + \mathrm{SE}^2_\text{samples} \tag{12.2} $$
 #
 # | symbol | meaning |
 # |---|---|
 # | $\Delta_s$ | seed $s$'s held-out change (step $T$ minus step 0) |
 # | $\mathrm{SE}_\text{eval}$ | its standard error over problems: `eval/unit_test_reward/delta_sem` |
-# | $\mathrm{sd}_s$ | the standard deviation of the $\Delta_s$ over seeds (ddof = 1) |
+# | $\mathrm{sd}_s$ | the standard deviation of the $\Delta_s$ over seeds (ddof = 1), $n - 1$ degrees of freedom |
 # | $\sigma^2_\text{train}$ | the part of the spread that comes from training, not from the evaluation |
+# | $\mathrm{SE}^2_\text{samples}$ | the evaluation's sampling noise with the problems held fixed, eq. (12.2b) |
 #
-# Each seed's change holds the evaluation's noise *and* training's, so the spread over
-# seeds is the honest yardstick for a claim about training ("this setting learns more"),
-# and $z_s$ from one run is only the yardstick for "this run's weights score differently
-# from the base model's". The course's recorded runs, grouped by what differs only in the
-# seed (`grpo_core.seeds`, which refuses runs that differ in anything else):
+# Which part of the evaluation's noise reaches the spread over seeds? Every seed is scored
+# on **the same 115 problems**, so how hard those problems happen to be is shared by all
+# seeds and cancels in their spread: $\mathrm{SE}_\text{eval}$, which holds the
+# problem-to-problem spread, is *not* part of $\mathrm{sd}_s$. What does differ between
+# seeds is which completions their weights sample on each problem:
+#
+# $$ \mathrm{SE}^2_\text{samples} = \frac{1}{N^2}\sum_{i=1}^{N}\frac{s_i^2}{m_i}
+#    \quad\big(+\text{ the same at step 0 when the seeds' step-0 evaluations are other draws}\big)
+#    \tag{12.2b} $$
+#
+# | symbol | meaning |
+# |---|---|
+# | $s_i^2$, $m_i$ | the variance (ddof = 1) of problem $i$'s $m_i$ sampled scores at one evaluation |
+# | $N$ | the held-out problems |
+#
+# (`grpo_core.stats.sampling_standard_error`). So the spread over seeds can be *smaller* than
+# one run's $\mathrm{SE}_\text{eval}$, and the table below checks (12.2b) against it. The
+# consequence: $\mathrm{SE}_\text{seeds}$ is the yardstick for a claim about training on
+# *these* problems ("this setting learns more here"); a claim about unseen problems must add
+# the problems' part too. And $z_s$ from one run is only the yardstick for "this run's
+# weights score differently from the base model's". The course's recorded runs, grouped by
+# what differs only in the seed (`grpo_core.seeds`, which refuses runs that differ in
+# anything else, and runs whose step-0 evaluations are other draws unless told
+# `other_draws=True`, as here):
 
 # %%
 from grpo_core.run_files import list_runs
@@ -173,32 +193,79 @@ from grpo_core.seeds import group_by_setup, held_out_key, seed_group
 print(inspect.getsource(seed_group))
 
 # %%
+from grpo_core.run_files import load_run
+from grpo_core.stats import sampling_standard_error
+
+
+def samples_error(summary, key: str) -> float | None:
+    """(12.2b) for the summary's runs: the mean over its runs of the last evaluation's
+    sampling variance, plus step 0's where the step-0 evaluations are other draws; None
+    when a run kept no samples."""
+    name = key.removeprefix("eval/")
+    variances = []
+    for run_name in summary.runs:
+        held = load_run(run_name).samples(split="held_out")
+        if len(held.steps) < 2:
+            return None
+        steps = held.steps[-1:] if summary.same_draws else [held.steps[0], held.steps[-1]]
+        variances.append(sum(sampling_standard_error(
+            {p: [float(r[name]) for r in held.select(step=s, prompt_id=p)]
+             for p in {r["prompt_id"] for r in held.select(step=s)}}) ** 2 for s in steps))
+    return math.sqrt(sum(variances) / len(variances))
+
+
 summaries = []
 for group in group_by_setup(list_runs()):
     if held_out_key(group[0]) is None:
         continue
     try:
-        summaries.append(seed_group(group))
+        summaries.append(seed_group(group, other_draws=True))
     except ValueError as error:  # a run recorded before held-out evaluations had delta_sem
         print(f"left out: {error}")
 rows = []
 for summary in summaries:
     several = len(summary.seeds) > 1
+    predicted = samples_error(summary, summary.key) if several else None
     rows.append({"runs": ", ".join(summary.runs), "seeds": len(summary.seeds),
+                 "step 0": "one draw" if summary.same_draws else "other draws",
                  "each seed: change (z)": "; ".join(
                      f"{c.change:+.3f} ({c.z:+.1f})" for c in summary.changes),
-                 "mean ± SE over seeds": f"{summary.mean_change:+.3f} ± {summary.seed_sem:.3f}"
-                 if several else "one seed",
+                 "mean, 95 % t-interval": summary.interval().describe(),
                  "sd over seeds": round(summary.seed_sd, 3) if several else None,
+                 "SE_samples (12.2b)": round(predicted, 3) if predicted is not None else None,
                  "mean SE_eval": round(summary.mean_delta_sem, 3)})
 pd.set_option("display.max_colwidth", None)
 display(pd.DataFrame(rows).set_index("runs"))
+problems = {len(load_run(s.runs[0]).config.get("held_out_task_ids", [])) for s in summaries}
+print(f"held-out problems per run: {', '.join(str(n) for n in sorted(problems))}")
 
 # %% [markdown]
-# Read the last two columns side by side: where a setup has several seeds, the spread over
-# seeds against the standard error one run reports for itself. Each dot below is one seed's
-# change with its own ±2 $\mathrm{SE}_\text{eval}$ bar; the grey band is the mean ±2
-# standard errors over seeds:
+# Read the last three columns side by side: where a setup has several seeds, the spread over
+# seeds, what (12.2b) says the evaluation's sampling alone would put into it, and the
+# standard error one run reports for itself. The cell below checks (12.2) on every setup
+# with several seeds: the spread should not fall far below the sampling part, and what lies
+# above it is training's own spread, $\sigma_\text{train}$:
+
+# %%
+for summary in summaries:
+    if len(summary.seeds) < 2:
+        continue
+    predicted = samples_error(summary, summary.key)
+    if predicted is None:
+        continue
+    sd = summary.seed_sd
+    train_part = math.sqrt(max(0.0, sd**2 - predicted**2))
+    print(f"{summary.runs[0]} and {len(summary.seeds) - 1} more ({len(summary.seeds) - 1} df): "
+          f"sd over seeds {sd:.3f}, SE_samples {predicted:.3f}, SE_eval "
+          f"{summary.mean_delta_sem:.3f}; sd below SE_eval: {sd < summary.mean_delta_sem}; "
+          + (f"training's part sqrt(sd² - SE_samples²) = {train_part:.3f}" if sd > predicted
+             else "the spread is no larger than sampling alone explains (no training part "
+                  "can be told apart with these seeds)"))
+
+# %% [markdown]
+# An sd from a handful of seeds is itself uncertain (it rests on $n - 1$ degrees of
+# freedom), so read these as orders of magnitude, not as precise splits. Each dot below is one seed's change with its own ±2 $\mathrm{SE}_\text{eval}$
+# bar; the grey band is the mean with its 95 % t-interval over seeds (8.7):
 
 # %%
 multi = [s for s in summaries if len(s.seeds) > 1] or summaries
@@ -210,11 +277,12 @@ for x, summary in enumerate(multi):
     offsets = [x + 0.12 * (i - (len(changes) - 1) / 2) for i in range(len(changes))]
     axis.errorbar(offsets, changes, yerr=bars, fmt="o", color="C0", capsize=3,
                   label="one seed, ±2 SE_eval" if x == 0 else None)
+    interval = summary.interval()
+    if interval.reason is None:  # 3 seeds or more (two give no useful interval)
+        axis.fill_between([x - 0.3, x + 0.3], interval.low, interval.high, color="0.85",
+                          label="mean, 95 % t-interval over seeds" if x == 0 else None)
     if len(changes) > 1:
-        centre, half = summary.mean_change, 2 * summary.seed_sem
-        axis.fill_between([x - 0.3, x + 0.3], centre - half, centre + half, color="0.85",
-                          label="mean ±2 SE over seeds" if x == 0 else None)
-        axis.hlines(centre, x - 0.3, x + 0.3, color="0.4")
+        axis.hlines(interval.mean, x - 0.3, x + 0.3, color="0.4")
 axis.axhline(0, color="0.6", lw=0.8)
 axis.set_xticks(range(len(multi)), ["\n".join(s.runs) for s in multi], fontsize=7)
 axis.set_ylabel("held-out change (step T - step 0)")
@@ -347,10 +415,14 @@ else:
 # $\mathrm{sd}_s\sqrt{2/n}$; to find a true difference $\delta$ with probability 80 % at a
 # two-sided 5 % level it must reach
 #
-# $$ \delta_\text{min} = \big(z_{1-\alpha/2m} + z_{0.8}\big)\,\mathrm{sd}_s\,\sqrt{2/n} \tag{12.5} $$
+# $$ \delta_\text{min} = \big(t_{1-\alpha/2m,\,\nu} + t_{0.8,\,\nu}\big)\,\mathrm{sd}_s\,\sqrt{2/n},
+#    \qquad \nu = 2n - 2 \tag{12.5} $$
 #
-# with $m$ comparisons made at once (Bonferroni, as in notebook 08). `sd_s` is measured in
-# section 2 from the setup with the most seeds.
+# with $m$ comparisons made at once (Bonferroni, as in notebook 08). The spread of each
+# comparison's two groups of seeds is estimated from those seeds, with $\nu$ degrees of
+# freedom, so Student's t replaces the normal quantiles $z$ (to which it tends as $n$ grows):
+# with one run per setting ($\nu = 0$) no spread can be measured at all. `sd_s` is measured
+# in section 2 from the setup with the most seeds.
 
 # %%
 from grpo_core.stats import minimum_detectable_change
@@ -365,23 +437,28 @@ if spread is not None:
     print(f"sd over seeds, from {len(spread.seeds)} seeds of {spread.runs[0]}: {sd:.3f} "
           f"(one run's own SE_eval: {spread.mean_delta_sem:.3f})")
     detectable = pd.DataFrame({
-        f"{n} run(s) per setting": {
-            "one comparison": round(minimum_detectable_change(sd, n), 3),
+        f"{n} runs per setting ({2 * n - 2} df)": {
+            "one comparison": round(minimum_detectable_change(sd, n, df=2 * n - 2), 3),
             "three settings, 3 comparisons": round(minimum_detectable_change(
+                sd, n, comparisons=3, df=2 * n - 2), 3),
+            "the same with normal quantiles": round(minimum_detectable_change(
                 sd, n, comparisons=3), 3)}
-        for n in (1, 2, 4)})
+        for n in (2, 4, 8)})
     display(detectable)
     naive = minimum_detectable_change(spread.mean_delta_sem / math.sqrt(2), 1)
-    print(f"what one run's paired z would suggest instead (its SE_eval only): {naive:.3f}")
+    print(f"what one run's paired z would suggest instead (its SE_eval only, normal "
+          f"quantiles): {naive:.3f}")
 else:
     print("no setup has two seeds yet: record more seeds (tools/record_runs.py)")
 
 # %% [markdown]
-# With one run per setting, only a difference of about the first row's size can be told
-# from noise; four seeds halve it. The last line is the trap: a paired z between two single
-# runs divides by the evaluation's standard error alone and looks far more sensitive than
-# the comparison is, because it leaves out the seed. Notebook 08's k sweep is exactly such a
-# comparison; its table now reads the across-seed means.
+# With two runs per setting the t quantiles of 2 degrees of freedom make the smallest
+# detectable change several times what the normal quantiles (the last row) promise; more
+# seeds shrink it twice over, through $\sqrt{2/n}$ and through the quantiles. The last line is
+# the trap: a paired z between two single runs divides by the evaluation's standard error
+# alone and looks far more sensitive than the comparison is, because it leaves out the seed.
+# Notebook 08's k sweep is exactly such a comparison; its table reads the across-seed means
+# with Welch's test.
 #
 # ## Exercises
 #
@@ -421,13 +498,15 @@ check("12.bonferroni_bar", my_bar)
 # 4. **Held-out, paired, from step 0?** A change measured on problems the run trained on, or
 #    against a baseline evaluated differently, mixes learning with memory and with the
 #    evaluation's own noise.
-# 5. **How many comparisons?** Six pairwise comparisons need |z| ≥ 2.64 each, not 2; the
-#    largest of many gaps is the one most likely to be noise.
+# 5. **How many comparisons, and how many degrees of freedom?** Several pairwise
+#    comparisons each need a stricter bar (Bonferroni; exercise 2 computes one); over a few
+#    seeds the bar is Student's t with the seeds' degrees of freedom, far above the normal
+#    one; the largest of many gaps is the one most likely to be noise.
 # 6. **pass@1 or pass@k?** A higher pass@1 with the same pass@k is sharpening, not new
 #    ability.
 # 7. **What could it have detected?** Put the claimed difference beside the smallest
-#    detectable one (12.5). A "no difference" from a comparison that could not see less
-#    than 0.1 says little about a 0.03 effect.
+#    detectable one (12.5). A "no difference" from a comparison that could only see large
+#    effects says little about a small one.
 # 8. **Does the curve agree with the samples?** Read what the model wrote at the step the
 #    number moved (notebook 11's explorer): a reward can move for reasons the task did not.
 #
@@ -436,6 +515,12 @@ check("12.bonferroni_bar", my_bar)
 # - The same seed replays a run bit for bit on one CPU; a re-run elsewhere is a new draw.
 # - One run's z measures the evaluation's noise; the spread over seeds is what a claim about
 #   training must beat, and more held-out problems do not shrink it.
+# - Seeds scored on the same problems share those problems' difficulty: their spread holds
+#   training's randomness and the evaluation's sampling (12.2b), not one run's whole
+#   $\mathrm{SE}_\text{eval}$, and runs whose step-0 evaluations are other draws are said to be.
+# - Over a handful of seeds, intervals and tests use Student's t with their few degrees of
+#   freedom (notebook 08's eqs. (8.7) and (8.8)): no interval from one seed, none worth quoting
+#   from two.
 # - pass@1 and pass@k tell sharpening from new solutions; the smallest detectable change
 #   says what a comparison could have seen.
 #
