@@ -20,8 +20,11 @@ from grpo_core.sandbox import run_tests
 
 REFERENCE_TIMEOUT_S = 30.0  # MBPP task 123 alone takes 3-5 s; the others milliseconds
 # Some MBPP solutions hold invalid escape sequences; the sandbox parses them quietly, but pytest
-# turns every DeprecationWarning back on inside a test.
-quiet_escapes = pytest.mark.filterwarnings("ignore:invalid escape sequence:DeprecationWarning")
+# turns every warning back on inside a test: a DeprecationWarning up to Python 3.11, a
+# SyntaxWarning since 3.12 (Colab's 3.13).
+quiet_escapes = pytest.mark.filterwarnings(
+    "ignore:invalid escape sequence:DeprecationWarning",
+    "ignore:invalid escape sequence:SyntaxWarning")
 
 
 def _mbpp_dir() -> Path | None:

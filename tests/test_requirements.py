@@ -138,3 +138,20 @@ def test_the_colab_setup_kept_colabs_versions():
     setup upgraded would, on Colab, replace one the kernel may already have imported."""
     installed = {name: Version(metadata.version(name)) for name in colab_pins()}
     assert installed == colab_pins()
+
+
+def test_trl_is_bounded_above_by_the_version_the_parity_tests_and_notebook_10_ran():
+    # TRL changes metric names and defaults between minor versions (1.18 renamed metrics), so a
+    # learner must get the TRL the course was tested with, not the newest one
+    trl = next(Requirement(line) for line in pyproject()["project"]["dependencies"]
+               if Requirement(line).name == "trl")
+    tested = Version(metadata.version("trl"))
+    assert tested in trl.specifier, f"the installed TRL {tested} is outside {trl}"
+    upper = [s for s in trl.specifier if s.operator == "<"]
+    assert len(upper) == 1, f"{trl} has no upper bound"
+    assert Version(upper[0].version) > tested
+    assert Version(upper[0].version).release[:2] == (tested.major, tested.minor + 1), (
+        f"{trl}: the bound should stop at the next minor version after the tested {tested}")
+    for path in ("requirements.txt", "requirements-colab.txt"):
+        listed = [Requirement(line) for line in requirement_lines((REPO / path).read_text())]
+        assert [r.specifier for r in listed if r.name == "trl"] == [trl.specifier], path
