@@ -612,7 +612,8 @@ if recorded is not None:
     seeds_of_lead = next((g for g in group_by_setup(
         [p for p in list_runs() if p.name.startswith("exp3-stop")])
         if recorded.name in {r.name for r in g}), [recorded])
-    lead_seeds = seed_group(seeds_of_lead, key=f"eval/{true_name}")
+    # runs recorded by other code start from other draws of the same base model: said, not hidden
+    lead_seeds = seed_group(seeds_of_lead, key=f"eval/{true_name}", other_draws=True)
     bullets.append(
         f"**Over seeds** ({lead_seeds.describe()}): "
         + ("every seed's true score fell by more than two standard errors."
