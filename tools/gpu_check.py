@@ -77,8 +77,11 @@ def reset_peak(device: str) -> None:
         torch.cuda.reset_peak_memory_stats()
 
 
-def exp1_steps(device: str, precision: Any, shape: dict[str, int], steps: int) -> list[float]:
-    """A few real steps of experiment 1 (learning rate 2e-5): mean characters per step."""
+def exp1_steps(device: str, precision: Any, shape: dict[str, int], steps: int,
+               out: Path) -> tuple[list[float], dict[str, Any]]:
+    """A few real steps of experiment 1 (learning rate 2e-5), written to ``out`` as a run
+    folder: the mean characters per step, and the run's provenance as its ``config.json``
+    records it (``code`` and ``draws``: what decides a GPU run's draws)."""
     from grpo_core.loop import TrainConfig, train
     from grpo_core.precision import config_fields
     from grpo_core.rewards import length_reward
@@ -87,9 +90,11 @@ def exp1_steps(device: str, precision: Any, shape: dict[str, int], steps: int) -
     model, tokenizer, _ = load_model(device, precision)
     config = TrainConfig(**shape, max_steps=steps, learning_rate=2e-5, loss_type="grpo",
                          beta=0.0, save_checkpoint=False, **config_fields(precision))
-    result = train(model, tokenizer, read_jsonl(EXP1_PROMPTS), length_reward, config,
+    result = train(model, tokenizer, read_jsonl(EXP1_PROMPTS), length_reward, config, out,
                    progress=False)
-    return [record["completions/mean_chars"] for record in result.metrics]
+    recorded = json.loads((out / "config.json").read_text())
+    return ([record["completions/mean_chars"] for record in result.metrics],
+            {key: recorded.get(key) for key in ("code", "draws")})
 
 
 def report_markdown(report: dict[str, Any]) -> str:
@@ -107,6 +112,12 @@ def report_markdown(report: dict[str, Any]) -> str:
     lines += ["", f"memory plan for this GPU: {report['memory_plan']}", "",
               "experiment 1 (length reward, lr 2e-5), mean characters per step: "
               + ", ".join(f"{c:.0f}" for c in report["exp1_mean_chars"])]
+    provenance = report.get("exp1_provenance") or {}
+    if provenance.get("draws"):
+        draws = provenance["draws"]
+        lines += ["", f"its draws ({draws['id']}): {draws['sampler']}; device {draws['device']}, "
+                      f"torch {draws['torch']}, transformers {draws['transformers']}; "
+                      f"code: {(provenance.get('code') or {}).get('commit') or 'no commit'}"]
     if report.get("trl_error"):
         lines += ["", f"TRL did not run: {report['trl_error']}"]
     return "\n".join(lines) + "\n"
@@ -160,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
                                            precision=precision, loader=loader)
     except ImportError as error:  # no TRL on the machine: say so, keep the rest
         report["trl"], report["trl_error"] = None, str(error)
-    report["exp1_mean_chars"] = exp1_steps(args.device, precision, shape, args.exp1_steps)
+    report["exp1_mean_chars"], report["exp1_provenance"] = exp1_steps(
+        args.device, precision, shape, args.exp1_steps, out / "exp1")
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
     (out / "report.md").write_text(report_markdown(report))
     print(report_markdown(report))
