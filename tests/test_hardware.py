@@ -84,8 +84,8 @@ def test_the_gpu_check_report_reads_as_a_table():
     assert "| rollout tokens/s | 900 | - |" in text and "| peak memory, GPU allocated (GiB) | 5.25 | - |" in text
     assert "mean characters per step: 40, 31" in text and "TRL did not run: No module" in text
     assert "its draws" not in text  # no provenance recorded: no line
-    report["exp1_provenance"] = {"code": {"commit": None}, "draws": {
+    report["exp1_provenance"] = {"code": {"commit": "c162e7d" + "0" * 33, "clean": False}, "draws": {
         "id": "0123456789ab", "sampler": "decode_until from the policy", "device": "cuda",
         "torch": "2.11.0+cu130", "transformers": "5.17.0"}}
     assert ("its draws (0123456789ab): decode_until from the policy; device cuda, torch "
-            "2.11.0+cu130, transformers 5.17.0; code: no commit") in report_markdown(report)
+            "2.11.0+cu130, transformers 5.17.0; code: c162e7d+changes") in report_markdown(report)

@@ -98,6 +98,8 @@ def exp1_steps(device: str, precision: Any, shape: dict[str, int], steps: int,
 
 
 def report_markdown(report: dict[str, Any]) -> str:
+    from grpo_core.provenance import short_commit
+
     lines = [f"# GPU check, {report['device_name']}", "",
              f"precision: {report['precision']}", f"model: {report['model']}",
              f"sizes: {report['sizes']}", "", "| what | ours | TRL |", "|---|---|---|"]
@@ -117,7 +119,7 @@ def report_markdown(report: dict[str, Any]) -> str:
         draws = provenance["draws"]
         lines += ["", f"its draws ({draws['id']}): {draws['sampler']}; device {draws['device']}, "
                       f"torch {draws['torch']}, transformers {draws['transformers']}; "
-                      f"code: {(provenance.get('code') or {}).get('commit') or 'no commit'}"]
+                      f"code: {short_commit(provenance.get('code'))}"]
     if report.get("trl_error"):
         lines += ["", f"TRL did not run: {report['trl_error']}"]
     return "\n".join(lines) + "\n"

@@ -28,11 +28,18 @@ for name in ("config.json", "generation_config.json", "tokenizer.json", "tokeniz
         shutil.copy(folder / name, Path(".gpu_check/smollm2") / name)
 print("copied the model's config and tokenizer from", folder)
 PY
-  # what the machine's image lacks (its package list: the device tool's KINDS.md), for Python 3.12
+  # what the machine's image lacks or has too old (its package list: the device tool's KINDS.md;
+  # its transformers 5.17 is below the course's bound, and 5.25 needs huggingface_hub 2), for
+  # Python 3.12, at the versions this venv tests with
+  local pins
+  pins=$("$python" -c 'from importlib.metadata import version
+names = ("trl datasets dill multiprocess transformers huggingface_hub kernels httpx2 httpcore2 "
+         "truststore tomlkit hf-xet click accelerate peft").split()
+print(" ".join(f"{n}=={version(n)}" for n in names))')
+  # shellcheck disable=SC2086
   "$python" -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-    --platform manylinux2014_x86_64 -d .whl trl==1.16.0 datasets==5.2.0 dill==0.4.1 \
-    multiprocess==0.70.19
+    --platform manylinux2014_x86_64 -d .whl $pins
   du -sh .whl .gpu_check
 }
 
