@@ -21,6 +21,7 @@ def recorded(root, name: str, command: str, **config) -> None:
 def runs(tmp_path, monkeypatch):
     monkeypatch.setattr(reproduce, "RUNS", tmp_path)
     monkeypatch.setattr(record_runs, "RUNS", tmp_path)
+    monkeypatch.setattr(record_runs, "PENDING", tmp_path / "recording")
     recorded(tmp_path, "exp2-k8-cpu", "python -m grpo_core mbpp --k 8 --steps 40 "
              "--out data/runs/exp2-k8-cpu")
     recorded(tmp_path, "old-hacking", "python -m grpo_core.train hacking --steps 12 "
@@ -125,3 +126,31 @@ def test_the_code_note_says_whether_todays_code_recorded_the_run(runs):
     # a tree with changes is not the recorded code, even at the same commit
     assert "today's code is fffffff+changes" in reproduce.code_note(
         "new", {"commit": "f" * 40, "clean": False})
+
+
+def test_finished_runs_wait_apart_until_the_whole_plan_is_promoted(runs, monkeypatch, tmp_path):
+    monkeypatch.setattr(record_runs, "PLANNED", {"a-cpu": ("exp2-k8-cpu", []),
+                                                 "b-cpu": ("exp2-k8-cpu", ["--seed", "1"])})
+    commit = "c" * 40
+    worktree = tmp_path / "worktree"
+    for name in ("a-cpu", "b-cpu"):
+        folder = worktree / "data" / "runs" / name
+        (folder / "checkpoint").mkdir(parents=True)
+        (folder / "metrics.jsonl").write_text('{"step": 40}\n')
+        (folder / "config.json").write_text(json.dumps({"code": {"commit": commit,
+                                                                 "clean": True}}))
+    (runs / "a-cpu").mkdir()
+    (runs / "a-cpu" / "metrics.jsonl").write_text("old\n")
+    published = record_runs.publish(worktree, "a-cpu")
+    assert published == runs / "recording" / "a-cpu"
+    assert not (published / "checkpoint").exists() and (published / "metrics.jsonl").exists()
+    assert (runs / "a-cpu" / "metrics.jsonl").read_text() == "old\n"  # the notebooks' run
+    command = record_runs.command_for("a-cpu")
+    assert record_runs.state_of("a-cpu", command, commit, worktree) == "done"
+    with pytest.raises(SystemExit, match=r"1 of 2 planned runs are not recorded by ccccccc "
+                                         r"yet: \['b-cpu'\]"):
+        record_runs.promote(commit)
+    record_runs.publish(worktree, "b-cpu")
+    assert record_runs.promote(commit) == ["a-cpu", "b-cpu"]
+    assert (runs / "a-cpu" / "metrics.jsonl").read_text() == '{"step": 40}\n'
+    assert (runs / "b-cpu" / "config.json").exists() and not (runs / "recording" / "a-cpu").exists()

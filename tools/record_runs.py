@@ -16,11 +16,15 @@ Which code: the commit in ``tools/recording_commit.txt``. A run recorded by anot
 is recorded again. Every run is made in a git worktree of that commit (``.record/<commit>``,
 git ignores it), so that a later session, whose own code has moved on, still records with the
 same code and the same draws; the finished run folder (without its checkpoint) is then copied
-into this checkout's ``data/runs/``, its ``config.json`` naming the commit
-(``grpo_core.provenance``).
+into ``data/runs/recording/<name>``, its ``config.json`` naming the commit
+(``grpo_core.provenance``). The notebooks do not read that folder (``list_runs`` lists
+``data/runs/`` itself): a comparison half re-recorded would change their outputs run by run.
+Once every planned run is there, ``--promote`` moves them all into ``data/runs/`` over the
+older runs of the same names, and the notebooks that read them are rebuilt.
 
 Usage: ``python tools/record_runs.py [--list] [name ...]`` (default: every planned run, in
-order; ``--commit REV`` first writes REV's commit into ``tools/recording_commit.txt``). One
+order; ``--commit REV`` first writes REV's commit into ``tools/recording_commit.txt``;
+``--promote`` moves the whole recorded plan into ``data/runs/``). One
 heavy job at a time: start it alone, in the background, with a log::
 
     nohup .venv/bin/python tools/record_runs.py > /tmp/record_runs.log 2>&1 &
@@ -44,6 +48,8 @@ except ImportError:  # pragma: no cover - the script's own folder is on sys.path
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "data" / "runs"
+# where finished runs wait until the whole plan is recorded (module docstring)
+PENDING = RUNS / "recording"
 COMMIT_FILE = ROOT / "tools" / "recording_commit.txt"
 WORKTREES = ROOT / ".record"
 SAVE_EVERY = 5
@@ -125,13 +131,13 @@ def state_of(name: str, command: list[str], commit: str, worktree: Path) -> str:
     """``done`` (here, reaching its last step, by ``commit``), ``resume`` (a checkpoint in the
     worktree) or ``start``."""
     steps = int(command[command.index("--steps") + 1])
-    folder = RUNS / name
-    metrics = folder / "metrics.jsonl"
-    if metrics.exists() and recorded_by(folder) == commit:
-        logged = [json.loads(line).get("step", -1) for line in metrics.read_text().splitlines()
-                  if line.strip()]
-        if steps in logged:
-            return "done"
+    for folder in (PENDING / name, RUNS / name):
+        metrics = folder / "metrics.jsonl"
+        if metrics.exists() and recorded_by(folder) == commit:
+            logged = [json.loads(line).get("step", -1)
+                      for line in metrics.read_text().splitlines() if line.strip()]
+            if steps in logged:
+                return "done"
     return "resume" if (worktree / "data" / "runs" / name / "checkpoint").exists() else "start"
 
 
@@ -145,14 +151,31 @@ def worktree_for(commit: str) -> Path:
 
 
 def publish(worktree: Path, name: str) -> Path:
-    """Copy the finished run from the worktree into ``data/runs/<name>``, without its
-    checkpoint (too large for git), replacing what was there."""
-    target = RUNS / name
+    """Copy the finished run from the worktree into ``data/runs/recording/<name>``, without
+    its checkpoint (too large for git), replacing what was there."""
+    target = PENDING / name
     if target.exists():
         shutil.rmtree(target)
     shutil.copytree(worktree / "data" / "runs" / name, target,
                     ignore=shutil.ignore_patterns("checkpoint"))
     return target
+
+
+def promote(commit: str) -> list[str]:
+    """Move every planned run from ``data/runs/recording/`` into ``data/runs/`` (over the
+    older runs of the same names), once all of them are there, recorded by ``commit``.
+
+    Raises SystemExit naming the runs still missing: promoting part of the plan would leave a
+    comparison pooled from two recordings."""
+    missing = [name for name in PLANNED if recorded_by(PENDING / name) != commit]
+    if missing:
+        raise SystemExit(f"{len(missing)} of {len(PLANNED)} planned runs are not recorded by "
+                         f"{commit[:7]} yet: {missing}")
+    for name in PLANNED:
+        if (RUNS / name).exists():
+            shutil.rmtree(RUNS / name)
+        shutil.move(str(PENDING / name), str(RUNS / name))
+    return list(PLANNED)
 
 
 def main(argv: list[str]) -> int:
@@ -168,6 +191,11 @@ def main(argv: list[str]) -> int:
     if unknown:
         raise SystemExit(f"unknown runs {unknown}; planned: {list(PLANNED)}")
     commit = recording_commit()
+    if "--promote" in argv:
+        moved = promote(commit)
+        print(f"moved {len(moved)} runs into {RUNS.relative_to(ROOT)}: rebuild notebooks 08, 09, "
+              "11 and 12 (tools/notebooks.py build ...)")
+        return 0
     listing = "--list" in argv
     worktree = WORKTREES / commit[:12] if listing else worktree_for(commit)
     for name in names:
