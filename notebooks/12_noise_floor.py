@@ -512,15 +512,12 @@ check("12.bonferroni_bar", my_bar)
 #
 # ## What this notebook showed
 #
-# - The same seed replays a run bit for bit on one CPU; a re-run elsewhere is a new draw.
-# - One run's z measures the evaluation's noise; the spread over seeds is what a claim about
-#   training must beat, and more held-out problems do not shrink it.
-# - Seeds scored on the same problems share those problems' difficulty: their spread holds
-#   training's randomness and the evaluation's sampling (12.2b), not one run's whole
-#   $\mathrm{SE}_\text{eval}$, and runs whose step-0 evaluations are other draws are said to be.
-# - Over a handful of seeds, intervals and tests use Student's t with their few degrees of
-#   freedom (notebook 08's eqs. (8.7) and (8.8)): no interval from one seed, none worth quoting
-#   from two.
+# - The same seed replays a run bit for bit on one CPU; a re-run elsewhere is a new draw, and
+#   runs whose step-0 evaluations are other draws are pooled only as such, said aloud.
+# - One run's z measures the evaluation's noise; the spread over seeds (training's randomness
+#   and the evaluation's sampling, (12.2b), not the shared problems' difficulty) is what a claim
+#   about training must beat, with Student's t over a handful of seeds (notebook 08's eqs.
+#   (8.7) and (8.8)), and more held-out problems do not shrink it.
 # - pass@1 and pass@k tell sharpening from new solutions; the smallest detectable change
 #   says what a comparison could have seen.
 #

@@ -12,6 +12,7 @@ many integers and one-decimal numbers).
 from __future__ import annotations
 
 import random
+import subprocess
 
 import nbformat
 import pytest
@@ -203,3 +204,18 @@ def test_file_and_lecture_quotes_need_the_number_in_their_source(kind):
     bad = Quote("0.987654", "x", kind, source)
     assert bad.verify("", ROOT) is not None
     assert good.verify("", ROOT) is None or kind == "lecture"
+
+
+def test_a_number_only_in_a_file_git_ignores_is_not_recorded(tmp_path):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".gitignore").write_text("local/\n")
+    for folder in ("local", "kept"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "figures.txt").write_text("steps 4137\n")
+    doc = tmp_path / "notes.md"
+    doc.write_text("# Notes\n\nThe run took 4137 steps (`local/figures.txt`).\n\n"
+                   "The other took 4137 steps (`kept/figures.txt`).\n")
+    report = check_markdown(doc, root=tmp_path)
+    # only the paragraph that names the ignored file fails: a clean clone would not have it
+    assert [p.number for p in report.problems] == ["4137"]
+    assert "local/figures.txt" in next(p.context for p in report.problems)

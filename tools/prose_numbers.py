@@ -54,8 +54,10 @@ superscripts (``10⁻⁴``) and operands of an operator with a symbol on its oth
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -419,7 +421,22 @@ def _paragraphs(text: str) -> list[tuple[int, str]]:
     return out
 
 
+@functools.cache
+def _untracked(root: Path) -> frozenset[Path]:
+    """Files under ``root`` that git ignores (a local worktree, a venv, ``runs/``): not the
+    repository, so no prose number may rest on them (a clean clone has none). Empty where git
+    is missing."""
+    try:
+        listed = subprocess.run(["git", "-C", str(root), "ls-files", "--others", "--ignored",
+                                 "--exclude-standard", "-z"], capture_output=True, text=True,
+                                check=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return frozenset()
+    return frozenset((root / name).resolve() for name in listed.split("\0") if name)
+
+
 def _named_files(paragraph: str, base: Path, root: Path) -> list[Path]:
+    ignored = _untracked(root)
     files = []
     for m in _FILE_REF.finditer(paragraph):
         name = (m.group(1) or m.group(2) or "").rstrip("/.,")
@@ -433,11 +450,13 @@ def _named_files(paragraph: str, base: Path, root: Path) -> list[Path]:
             if root not in candidate.parents and candidate != root:
                 continue
             if candidate.is_file():
-                files.append(candidate)
+                if candidate not in ignored:
+                    files.append(candidate)
                 break
             if candidate.is_dir() and candidate != root:
                 files += [p for p in sorted(candidate.rglob("*")) if p.is_file()
-                          and p.suffix in {".json", ".jsonl", ".md", ".txt", ".py", ".csv", ".toml"}]
+                          and p.suffix in {".json", ".jsonl", ".md", ".txt", ".py", ".csv", ".toml"}
+                          and p not in ignored]
                 break
     return files
 
