@@ -56,16 +56,16 @@ def code_version(folder: str | Path | None = None) -> dict[str, Any]:
         installed package, a downloaded zip): such a run cannot be replayed by commit.
     """
     folder = Path(folder) if folder is not None else Path(__file__).resolve().parent
-    commit = _git(folder, "rev-parse", "HEAD")
-    top = _git(folder, "rev-parse", "--show-toplevel")
-    if commit is None or top is None:
+    found = _git(folder, "rev-parse", "--show-toplevel", "HEAD")
+    if found is None:  # no git, no checkout, or no commit yet
         return {"commit": None, "clean": None,
                 "note": f"{folder} is not in a git checkout: the commit is unknown"}
-    status = _git(Path(top.strip()), "status", "--porcelain", "--", ".",
+    top, commit = found.splitlines()
+    status = _git(Path(top), "status", "--porcelain", "--", ".",
                   f":(exclude){RECORDED_RUNS}") or ""
     changed = sorted({line[3:].strip() for line in status.splitlines() if line.strip()
                       if not line.startswith("??") or line[3:].startswith("grpo_core/")})
-    return {"commit": commit.strip(), "clean": not changed, "changed": changed[:MAX_LISTED],
+    return {"commit": commit, "clean": not changed, "changed": changed[:MAX_LISTED],
             "changed_count": len(changed)}
 
 
@@ -111,7 +111,7 @@ def provenance_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[s
     draws_a, draws_b = a.get(DRAWS_KEY) or {}, b.get(DRAWS_KEY) or {}
     if not draws_a or not draws_b:
         said.append("draws: not recorded" + ("" if draws_a or draws_b else " by either run"))
-    elif draws_a.get("id") != draws_b.get("id"):
+    else:  # the id is a hash of the rest: the parts themselves say what differs
         said += [f"draws.{key}: {draws_a.get(key)!r} vs {draws_b.get(key)!r}"
                  for key in sorted((set(draws_a) | set(draws_b)) - {"id"})
                  if draws_a.get(key) != draws_b.get(key)]

@@ -4,6 +4,7 @@ fingerprint and the differences said in words."""
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -66,6 +67,17 @@ def test_outside_git_the_commit_is_unknown_and_said_so(tmp_path):
     version = code_version(tmp_path)
     assert version["commit"] is None and version["clean"] is None
     assert "not in a git checkout" in version["note"]
+    git(tmp_path, "init", "-q")  # a repository without a commit yet: no commit to name
+    assert code_version(tmp_path)["commit"] is None
+
+
+def test_a_checkout_in_a_folder_with_spaces_names_its_commit(tmp_path):
+    folder = tmp_path / "my course"
+    folder.mkdir()
+    git(folder, "init", "-q")
+    git(folder, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q",
+        "--allow-empty", "-m", "first")
+    assert code_version(folder)["commit"] == git(folder, "rev-parse", "HEAD")
 
 
 def test_the_package_names_the_code_of_this_checkout():
@@ -84,6 +96,9 @@ def test_the_fingerprint_id_changes_with_any_part_and_only_then():
         assert draws_fingerprint({**parts, key: other})["id"] != first["id"]
     with pytest.raises(ValueError, match="cannot contain"):
         draws_fingerprint({"id": "x"})
+    # a part JSON cannot hold (a path) is hashed as its text
+    assert draws_fingerprint({"where": Path("/a")})["id"] == draws_fingerprint(
+        {"where": "/a"})["id"]
 
 
 def config(commit: str | None, clean: bool = True, torch: str = "2.13.0+cpu") -> dict:
@@ -102,13 +117,20 @@ def test_differences_are_said_in_words_and_nothing_for_one_clean_commit():
         "draws.torch: '2.13.0+cpu' vs '2.12'"]
     assert provenance_differences({}, {}) == ["code: unrecorded vs unrecorded",
                                               "draws: not recorded by either run"]
-    assert provenance_differences(a, {})[1] == "draws: not recorded"
+    assert provenance_differences(a, {}) == ["code: aaaaaaa vs unrecorded", "draws: not recorded"]
+    assert provenance_differences({}, a)[0] == "code: unrecorded vs aaaaaaa"
+    # code and draws both differ, and a part only one run records
+    other = {"code": {"commit": "b" * 40, "clean": True},
+             "draws": draws_fingerprint({"sampler": "s", "torch": "2.13.0+cpu", "isa": "AVX2"})}
+    assert provenance_differences(a, other) == ["code: commit aaaaaaa vs bbbbbbb",
+                                                "draws.isa: None vs 'AVX2'"]
 
 
 def test_the_one_line_names_the_commit_and_the_draws():
     assert short_commit(None) == "unrecorded"
     said = describe_provenance(config("c" * 40))
     assert said.startswith("commit ccccccc, draws ") and len(said.split()[-1]) == 12
-    assert "before runs named their code" in describe_provenance({})
+    assert describe_provenance({}) == (
+        "recorded before runs named their code (no commit, no draws fingerprint)")
     assert describe_provenance({"code": {"commit": "d" * 40, "clean": True}}) == (
         "commit ddddddd, no draws fingerprint")

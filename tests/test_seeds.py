@@ -114,6 +114,7 @@ def test_a_seed_group_gives_each_seeds_change_and_the_mean_over_seeds_by_hand():
     # t with 2 degrees of freedom (4.303), not the normal 1.96
     interval = summary.interval()
     assert interval.df == 2 and interval.t == pytest.approx(4.3027, abs=1e-4)
+    assert summary.interval(0.9).t == pytest.approx(2.9200, abs=1e-4)  # t_{0.95, 2}
     assert interval.high - interval.mean == pytest.approx(4.3027 * 0.1 / math.sqrt(3), abs=1e-4)
     one = seed_group([run("only", 4, -0.05)])
     assert one.describe() == f"{KEY}: seed 4: -0.050 (z -2.5); one seed"
@@ -199,8 +200,11 @@ def kept(tmp_path, recorded: RecordedRun, completions: list[str]) -> RecordedRun
     folder.mkdir()
     rows = [{"step": 0, "split": "held_out", "prompt_id": i // 2, "sample": i % 2,
              "completion": text} for i, text in enumerate(completions)]
+    # what training and later evaluations sampled differs from run to run: never compared
     rows.append({"step": 40, "split": "held_out", "prompt_id": 0, "sample": 0,
-                 "completion": "trained"})
+                 "completion": f"trained {recorded.name}"})
+    rows.append({"step": 0, "split": "train", "prompt_id": 0, "sample": 0,
+                 "completion": f"training sample {recorded.name}"})
     (folder / "samples.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     return RecordedRun(recorded.name, recorded.records, recorded.config, folder)
 
@@ -213,7 +217,17 @@ def test_kept_completions_decide_even_when_the_scores_agree(tmp_path):
     with pytest.raises(ValueError, match="2 of 4 step-0 completions differ.*draws: not recorded"):
         seed_group([a, b, c])
     fewer = kept(tmp_path, run("d", 3, 0.1), ["x", "y", "z"])
-    with pytest.raises(ValueError, match="1 of 4 step-0 completions differ"):
+    with pytest.raises(ValueError, match=": 1 of 4 step-0 completions differ"):
         seed_group([a, fewer])
+    # the same code and draws recorded, and still other completions: said so
+    same = {"code": {"commit": "a" * 40, "clean": True}, "draws": {"id": "x", "torch": "t"}}
+    f = kept(tmp_path, RecordedRun("f", a.records, {**a.config, **same}), ["x", "y", "z", "w"])
+    g = kept(tmp_path, RecordedRun("g", a.records, {**a.config, **same,
+                                                    "train": {"seed": 6, "group_size": 8}}),
+             ["x", "y", "z", "v"])
+    with pytest.raises(ValueError, match=r"1 of 4 step-0 completions differ; nothing recorded "
+                                         r"differs \(another machine's kernels, or a "
+                                         r"nondeterministic step\)"):
+        seed_group([f, g])
     # one run without samples: its score decides
     assert seed_group([a, run("e", 4, 0.1)]).same_draws
