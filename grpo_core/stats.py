@@ -609,10 +609,13 @@ class SeedInterval:
     def describe(self, digits: int = 3) -> str:
         """One line: ``mean +0.241, 95 % t-interval [-0.0637, +0.546] (n = 3 seeds, 2 df)``,
         or the mean and the reason there is no (useful) interval."""
-        centre = f"mean {self.mean:+.{digits}g}"
+        return f"mean {self.mean:+.{digits}g}, {self.bounds(digits)}"
+
+    def bounds(self, digits: int = 3) -> str:
+        """:meth:`describe` without the mean: the interval, or why there is none."""
         if self.reason is not None:
-            return f"{centre}, {self.reason}"
-        return (f"{centre}, {self.confidence * 100:g} % t-interval [{self.low:+.{digits}g}, "
+            return self.reason
+        return (f"{self.confidence * 100:g} % t-interval [{self.low:+.{digits}g}, "
                 f"{self.high:+.{digits}g}] (n = {self.n} seeds, {self.df} df)")
 
 

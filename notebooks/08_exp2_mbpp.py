@@ -711,7 +711,7 @@ for k, summary in sorted(by_k.items()):
                       "mean ± SE over seeds, (8.7)": summary.interval().describe()
                       if len(summary.seeds) < 2 else
                       f"{summary.mean_change:+.3f} ± {summary.seed_sem:.3f}; "
-                      + summary.interval().describe().split(", ", 1)[1]})
+                      + summary.interval().bounds()})
 if seed_rows:
     display(pd.DataFrame(seed_rows).set_index("k"))
 for k, summary in sorted(by_k.items()):

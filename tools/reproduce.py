@@ -18,13 +18,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-try:  # run as a script (its folder on sys.path) or imported as tools.reproduce
-    from grpo_core.provenance import CODE_KEY, DRAWS_KEY, code_version, short_commit
-except ImportError:  # pragma: no cover - a script run outside the installed package
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from grpo_core.provenance import CODE_KEY, DRAWS_KEY, code_version, short_commit
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # as tools/run_summary.py: the package of this checkout
+
+from grpo_core.provenance import CODE_KEY, DRAWS_KEY, code_version, short_commit  # noqa: E402
+
 RUNS = ROOT / "data" / "runs"
 
 
