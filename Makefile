@@ -61,46 +61,51 @@ lab: $(STAMP)
 lab-reset: $(STAMP)
 	$(BIN)/python tools/lab_copies.py --reset
 
-# Colab's versions in CI: a second venv (.venv-colab) holding Colab's published versions
-# (tools/colab_pins.txt) of what the Colab setup keeps or leaves alone, the course installed
-# into it by tools/colab_setup.py exactly as a notebook's first cell runs it in Colab, then the
-# widget tests (ipywidgets 7 there) and notebooks 03, 04 and 11 under nbval. Not tested: Python
-# 3.13 (the venv uses $(PYTHON)), Colab's CUDA torch 2.11 (the course's CPU torch stands in),
-# a GPU. 4.6 minutes on a 2-core machine (3 December: the install 1.8 min, only when an input
-# file changes; the tests 2.7 min, or 6.7 while other test runs shared the cores).
+# Colab as it is, in CI: a second venv (.venv-colab) made by Python 3.13 (Colab's) holding
+# Colab's whole published package set (tools/colab/pip-freeze.gpu.txt: the packages a notebook,
+# a test or pip can load installed for real at Colab's versions, torch 2.11.0 among them; the
+# rest as their metadata, which is all pip reads: tools/colab_env.py). Then the setup runs as a
+# notebook's first cell runs it, twice for an ordinary notebook and twice for notebook 10, and
+# fails on a pip error or conflict, a Colab package changed without a stated reason, or a
+# restart a notebook does not need (tools/colab_env.py check). Then the test tools, and the
+# widget tests, the TRL parity tests and notebooks 03, 04, 10 and 11 under nbval with Colab's
+# versions. Not tested:
+# Colab's GPU and its CUDA 12.8 build of torch. About 5 minutes on a 2-core machine, the
+# build only when an input file changes (figures in the closing notes of issue 46).
 COLAB_VENV ?= .venv-colab
 COLAB_BIN := $(COLAB_VENV)/bin
 COLAB_STAMP := $(COLAB_VENV)/.installed
-# what a Colab kernel has imported when the first cell runs the setup: Colab's marker
-# (google.colab, faked as tests/test_colab.py fakes it) and the preinstalled libraries, so
-# that the setup's restart rule sees what it would see there
-COLAB_KERNEL_MODULES := import sys, types; sys.modules["google.colab"] = types.ModuleType("google.colab"); import ipywidgets, matplotlib, numpy, pandas, torch, tqdm; print("\n".join(sys.modules))
+# Colab's Python where pyenv has it, else this machine's python3 (with a warning)
+COLAB_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13.*/bin/python3) $(PYTHON))
 # pyproject.toml's `test` extra as requirement lines, from the course's installed metadata
 COLAB_TEST_EXTRA := from importlib.metadata import requires; print("\n".join(r.split(";")[0] for r in requires("grpo-course") if r.endswith("extra == \"test\"")))
 COLAB_TESTS := tests/test_widgets.py tests/test_widget_snapshot.py tests/test_explorer.py \
-	tests/test_token_view.py tests/test_colab.py tests/test_requirements.py
+	tests/test_token_view.py tests/test_colab.py tests/test_colab_env.py tests/test_requirements.py \
+	tests/test_trl_parity.py
 COLAB_NOTEBOOKS := notebooks/03_group_baseline.ipynb notebooks/04_guardrails.ipynb \
-	notebooks/11_reading_the_run.ipynb
-# GRPO_COLAB_PINNED: tests/test_requirements.py checks the pins survived the setup;
+	notebooks/10_trl.ipynb notebooks/11_reading_the_run.ipynb
+# GRPO_COLAB_PINNED: tests/test_requirements.py checks Colab's versions survived the setup;
 # PYDEVD_DISABLE_FILE_VALIDATION: Colab's ipykernel starts debugpy, which warns about frozen
 # modules in every kernel
 COLAB_PYTEST := GRPO_PROFILE=smoke HF_HUB_OFFLINE=1 GRPO_COLAB_PINNED=1 PYDEVD_DISABLE_FILE_VALIDATION=1 \
 	$(COLAB_BIN)/python -m pytest --nbval-lax $(COLAB_TESTS) $(COLAB_NOTEBOOKS)
 
-# Built from scratch whenever an input changes, in Colab's order: its runtime first (the pins,
-# plus the course's CPU torch), then the setup cell's install, then the test tools, which the
-# pins constrain (a tool that needed another ipywidgets or numpy would fail the install). The
-# venv ignores itself in git, as Python 3.13's venvs do.
-$(COLAB_STAMP): tools/colab_pins.txt tools/colab_setup.py requirements-colab.txt \
+# Built from scratch whenever an input changes, in Colab's order: its runtime first, then the
+# setup cell's install (judged), then the test tools, which the widget pins constrain (a tool
+# that needed another ipywidgets or numpy would fail the install). The venv ignores itself in
+# git, as Python 3.13's venvs do.
+$(COLAB_STAMP): tools/colab/pip-freeze.gpu.txt tools/colab/metadata.json tools/colab_env.py \
+		tools/colab_setup.py tools/colab_pins.txt requirements-colab.txt requirements-colab-trl.txt \
 		requirements-nodeps.txt constraints.txt pyproject.toml
 	rm -rf $(COLAB_VENV)
-	$(PYTHON) -m venv $(COLAB_VENV)
+	@$(COLAB_PYTHON) -c 'import sys; sys.version_info[:2] == (3, 13) or print("WARNING: no Python 3.13 here (Colab runs 3.13); the Colab check uses", sys.version.split()[0])'
+	$(COLAB_PYTHON) -m venv $(COLAB_VENV)
 	echo '*' > $(COLAB_VENV)/.gitignore
-	$(COLAB_BIN)/python -m pip install --quiet --upgrade pip
-	$(COLAB_BIN)/python -m pip install $(PIP_OPTS) -c constraints.txt torch -r tools/colab_pins.txt
-	$(COLAB_BIN)/python -c '$(COLAB_KERNEL_MODULES)' | $(COLAB_BIN)/python tools/colab_setup.py
+	$(BIN)/python tools/colab_env.py build $(COLAB_VENV) --pip-opts "$(PIP_OPTS)"
+	$(BIN)/python tools/colab_env.py check $(COLAB_VENV)
+	$(BIN)/python tools/colab_env.py check $(COLAB_VENV) --notebook 10_trl
 	$(COLAB_BIN)/python -c '$(COLAB_TEST_EXTRA)' > $(COLAB_VENV)/test-extra.txt
-	$(COLAB_BIN)/python -m pip install $(PIP_OPTS) -c tools/colab_pins.txt -c constraints.txt \
+	$(COLAB_BIN)/python -m pip install $(PIP_OPTS) -c tools/colab_pins.txt \
 		-r $(COLAB_VENV)/test-extra.txt
 	touch $@
 

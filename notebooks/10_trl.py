@@ -43,9 +43,11 @@
 #    generation, DeepSpeed or FSDP, and Hugging Face Jobs.
 
 # %%
-# Colab only: fetch the course and install what the runtime lacks, keeping Colab's own torch,
-# ipywidgets and ipykernel. Everywhere else this cell does nothing: `make lab` installed it all.
+# Colab only: fetch the course and install what the runtime lacks, keeping every package Colab
+# installed (notebook 10 alone changes two, and says why). Everywhere else this cell does
+# nothing: `make lab` installed it all.
 import os
+import signal
 import subprocess
 import sys
 
@@ -56,9 +58,14 @@ if "google.colab" in sys.modules:
                            capture_output=True, text=True)
     if clone.returncode and not os.path.isdir(f"{COURSE_DIR}/.git"):
         raise RuntimeError(f"could not clone {COURSE_REPO}: {clone.stderr.strip()}")
-    # the setup script is told what this kernel imported, to ask for a restart only if needed
-    subprocess.run([sys.executable, f"{COURSE_DIR}/tools/colab_setup.py"], check=True,
-                   input="\n".join(sys.modules), text=True)
+    # the setup is told what this kernel imported; status 3: an upgrade needs a fresh kernel,
+    # which Colab starts by itself once this one ends (then run this cell again)
+    setup = subprocess.run([sys.executable, f"{COURSE_DIR}/tools/colab_setup.py",
+                            "--notebook", "10_trl"],
+                           input="\n".join(sys.modules), text=True)
+    if setup.returncode == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    setup.check_returncode()
     sys.path.insert(0, COURSE_DIR)
 else:
     print("Not in Colab: nothing to install.")
@@ -82,6 +89,31 @@ else:
 # Smaller traps: the learning rate decays linearly to 0 by default (ours is constant);
 # `logging_steps=10` (a 5-step run would log nothing); `bf16` turns itself on, which fails on a
 # CPU-only machine; gradient checkpointing is on (a waste for a small model).
+
+# %% [markdown]
+# **Which TRL.** This notebook was run with TRL 1.16 (every install file bounds TRL below
+# TRL 1.17: `trl>=1.16.0,<1.17`; `trl.__version__` says which one you have). If you have a newer
+# TRL (TRL 1.17, TRL 1.18 or TRL 1.19), expect these differences here;
+# [`docs/trl_versions.md`](../docs/trl_versions.md) has the sources, and what could not be
+# checked (no change to `GRPOConfig`'s defaults after TRL 1.16 could be verified or ruled out):
+#
+# - **The table below** prints *your* TRL's defaults, so its "TRL default" column can differ
+#   from the prose, which describes TRL 1.16. The `GRPOTrainer` run further down writes out the
+#   settings that matter, so a changed default of those cannot change it; a renamed one raises
+#   a `TypeError`.
+# - **The defaults the run leaves to TRL** (`epsilon_high`, `importance_sampling_level`,
+#   `mask_truncated_completions`, `top_k`, `delta`, `disable_dropout`, `top_entropy_quantile`,
+#   `entropy_coef`, `off_policy_mask_threshold`) follow your TRL: a changed one changes the
+#   numbers.
+# - **Metric names.** TRL 1.18 made `AsyncGRPOTrainer` stable (imported from `trl`; the
+#   submodules of `trl.experimental.async_grpo` are gone) and renamed *its* metrics to
+#   `GRPOTrainer`'s. This notebook uses only `GRPOTrainer`; if a newer TRL renamed one of its
+#   metrics, the step-by-step cell below fails with a `KeyError`.
+# - **The same batch, the same loss** feeds `GRPOTrainer.compute_loss` a batch in TRL 1.16's
+#   internal layout, and the guard's cell prints how many fields `GRPOConfig` has: both can
+#   differ on a newer TRL.
+#
+# To run what this notebook ran: `pip install "trl>=1.16.0,<1.17"`.
 
 # %%
 # NBVAL_CHECK_OUTPUT

@@ -42,9 +42,11 @@
 # problems, a paired difference, z.
 
 # %%
-# Colab only: fetch the course and install what the runtime lacks, keeping Colab's own torch,
-# ipywidgets and ipykernel. Everywhere else this cell does nothing: `make lab` installed it all.
+# Colab only: fetch the course and install what the runtime lacks, keeping every package Colab
+# installed (notebook 10 alone changes two, and says why). Everywhere else this cell does
+# nothing: `make lab` installed it all.
 import os
+import signal
 import subprocess
 import sys
 
@@ -55,9 +57,14 @@ if "google.colab" in sys.modules:
                            capture_output=True, text=True)
     if clone.returncode and not os.path.isdir(f"{COURSE_DIR}/.git"):
         raise RuntimeError(f"could not clone {COURSE_REPO}: {clone.stderr.strip()}")
-    # the setup script is told what this kernel imported, to ask for a restart only if needed
-    subprocess.run([sys.executable, f"{COURSE_DIR}/tools/colab_setup.py"], check=True,
-                   input="\n".join(sys.modules), text=True)
+    # the setup is told what this kernel imported; status 3: an upgrade needs a fresh kernel,
+    # which Colab starts by itself once this one ends (then run this cell again)
+    setup = subprocess.run([sys.executable, f"{COURSE_DIR}/tools/colab_setup.py",
+                            "--notebook", "12_noise_floor"],
+                           input="\n".join(sys.modules), text=True)
+    if setup.returncode == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    setup.check_returncode()
     sys.path.insert(0, COURSE_DIR)
 else:
     print("Not in Colab: nothing to install.")
