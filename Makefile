@@ -81,7 +81,8 @@ COLAB_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13.*/bin/python
 COLAB_TEST_EXTRA := from importlib.metadata import requires; print("\n".join(r.split(";")[0] for r in requires("grpo-course") if r.endswith("extra == \"test\"")))
 COLAB_TESTS := tests/test_widgets.py tests/test_widget_snapshot.py tests/test_explorer.py \
 	tests/test_token_view.py tests/test_colab.py tests/test_colab_env.py tests/test_requirements.py \
-	tests/test_trl_parity.py
+	tests/test_trl_parity.py tests/test_package.py::test_the_course_code_compiles_without_a_warning \
+	tests/test_package.py::test_importing_every_module_of_the_package_warns_nothing_from_the_course
 COLAB_NOTEBOOKS := notebooks/03_group_baseline.ipynb notebooks/04_guardrails.ipynb \
 	notebooks/10_trl.ipynb notebooks/11_reading_the_run.ipynb
 # GRPO_COLAB_PINNED: tests/test_requirements.py checks Colab's versions survived the setup;

@@ -183,8 +183,8 @@ print("exit", main(["length", "--profile", "smoke", "--steps", "1", "--no-checkp
 
 
 # Standard-library modules that Python 3.12 and 3.13 removed (PEP 594's dead batteries,
-# distutils, imp, asynchat/asyncore/smtpd): Colab runs Python 3.13, which this machine cannot
-# install, so the course's own code is kept free of them by reading its imports.
+# distutils, imp, asynchat/asyncore/smtpd): Colab runs Python 3.13 and the main venv may not,
+# so the course's own code is kept free of them by reading its imports.
 REMOVED_BY_3_13 = frozenset({
     "aifc", "asynchat", "asyncore", "audioop", "cgi", "cgitb", "chunk", "crypt", "distutils",
     "imghdr", "imp", "lib2to3", "mailcap", "msilib", "nis", "nntplib", "ossaudiodev", "pipes",
@@ -208,6 +208,59 @@ def test_no_code_imports_a_module_python_3_13_removed():
             found += [f"{path.relative_to(root)}: {name}" for name in names
                       if name.split(".")[0] in REMOVED_BY_3_13]
     assert not found, f"imports of modules Python 3.13 removed: {found}"
+
+
+COURSE_FOLDERS = ("grpo_core", "tools", "scripts", "benchmarks", "tests", "notebooks", "solutions")
+
+
+def compile_warnings(paths: list[Path]) -> list[str]:
+    """What compiling each file warns, as ``path: message``: an invalid escape in a string is a
+    DeprecationWarning up to Python 3.11 and a SyntaxWarning since 3.12 (Colab's 3.13)."""
+    import warnings
+
+    found = []
+    for path in paths:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            compile(path.read_text(), str(path), "exec", dont_inherit=True)
+        found += [f"{path}: {w.category.__name__}: {w.message}" for w in caught]
+    return found
+
+
+def test_the_course_code_compiles_without_a_warning():
+    root = Path(__file__).resolve().parent.parent
+    files = [p for folder in COURSE_FOLDERS for p in (root / folder).rglob("*.py")]
+    assert len(files) > 50
+    assert compile_warnings(files) == []
+
+
+def test_compile_warnings_finds_an_invalid_escape(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text('PATTERN = "\\d+ steps"\nRAW = r"\\d"\n')
+    (found,) = compile_warnings([bad])
+    assert "invalid escape sequence" in found and "bad.py" in found
+
+
+def test_importing_every_module_of_the_package_warns_nothing_from_the_course():
+    """Every ``grpo_core`` module imported in a fresh interpreter with every warning shown; a
+    warning a course file raises fails (a library's own warnings are not the course's)."""
+    root = Path(__file__).resolve().parent.parent
+    script = (
+        "import importlib, pkgutil, warnings\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    import grpo_core\n"
+        "    for module in pkgutil.walk_packages(grpo_core.__path__, 'grpo_core.'):\n"
+        "        if not module.name.endswith('__main__'):  # it runs the command line\n"
+        "            importlib.import_module(module.name)\n"
+        "for w in caught:\n"
+        "    print(f'{w.filename}:{w.lineno}: {w.category.__name__}: {w.message}')\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=root, env={**os.environ, "PYTHONWARNINGS": ""}, timeout=300)
+    assert done.returncode == 0, done.stderr
+    ours = [line for line in done.stdout.splitlines()
+            if f"{os.sep}grpo_core{os.sep}" in line.split(":")[0]]
+    assert ours == []
 
 
 def test_every_export_is_in_the_contract_or_imported_from_the_package_somewhere():
