@@ -129,9 +129,9 @@ print(inspect.getsource(preference_pairs))
 #
 # A "policy" that only chooses a length L between 0 and 120 characters, a bell shape around a
 # learnable centre μ (start: μ = 80, the base model writes too much). The reward is
-# experiment 1's, r = −|L − 20|. Both methods get 128 samples from the start policy in groups
-# of 8. DPO turns them into 16 fixed pairs (best against worst of each group) and trains on
-# them; GRPO uses them for its first step and samples 128 new ones at every later step.
+# experiment 1's, r = −|L − 20|. Both methods get 16 groups of 8 samples from the start
+# policy. DPO turns them into 16 fixed pairs (best against worst of each group) and trains on
+# them; GRPO uses them for its first step and samples 16 new groups of 8 at every later step.
 
 # %%
 # NBVAL_CHECK_OUTPUT

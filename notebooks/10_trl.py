@@ -423,9 +423,10 @@ assert gradient_gap <= tolerance, "the gradients differ"
 # %% [markdown]
 # The two agree to the rounding of the precision they ran in: in float32, float32 sums in a
 # different order (TRL's LM head works in chunks); under a bfloat16 plan the gap is larger,
-# since bfloat16 keeps 8 significant bits and each side rounds its own matmuls (the cell prints
-# the plan and the tolerance it checked). `tests/test_trl_parity.py` checks the same for every `loss_type`, with and without
-# the KL term and the clip, to $10^{-6}$.
+# since bfloat16 keeps a much shorter significand than float32 and each side rounds its own
+# matmuls (the cell prints the plan and the tolerance it checked). `tests/test_trl_parity.py`
+# checks the same for every `loss_type`, with and without the KL term and the clip, to
+# $10^{-6}$.
 #
 # The loss *value* is near 0 because on-policy it is $-\frac{1}{G}\sum_i A_i$ and the advantages of
 # each group sum to 0: with one update per batch, the `loss` TRL logs hovers around 0 whatever

@@ -286,6 +286,24 @@ def markdown_sections(markdown: str) -> list[Section]:
 _CHECK = re.compile(r"\bcheck\(\s*[\"']([\w.]+)[\"']")
 
 
+def without_comments(code: str) -> str:
+    """``code`` without its ``#`` comments: a number in a comment ("notebook 10 alone ...") is
+    no value the code sets. Code that does not tokenize is kept whole."""
+    import io
+    import tokenize
+
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return code
+    lines = code.splitlines(keepends=True)
+    for token in reversed([t for t in tokens if t.type == tokenize.COMMENT]):
+        row, column = token.start
+        line = lines[row - 1]
+        lines[row - 1] = line[:column] + line[column + len(token.string):]
+    return "".join(lines)
+
+
 def exercise_text(code: str) -> str:
     """For the ``check("NN.name", ...)`` calls in ``code``: each exercise's question, its
     judge's source and the values of the module constants the judge reads (its fixed inputs)."""
@@ -493,7 +511,7 @@ def check_sections(document: str, sections: list[Section], quotes: list[Quote] =
     declared_numbers = [n for path in declared for n in _text(path, cache)]
     for section in sections:
         shown = printed_numbers(section.printed)
-        stated = printed_numbers(re.sub(r"(?<=\d)_(?=\d)", "", section.code))  # 20_000
+        stated = printed_numbers(re.sub(r"(?<=\d)_(?=\d)", "", without_comments(section.code)))
         exercise = printed_numbers(exercise_text(section.code))
         for where, markdown, offset in section.prose:
             masked = mask(markdown)
