@@ -53,10 +53,17 @@ LAB_CONFIG := JUPYTER_CONFIG_PATH=$(CURDIR)/tools/lab_config$(if $(JUPYTER_CONFI
 # A learner's runs never overwrite the course: JupyterLab opens working copies in lab/ (git
 # ignores it; made on first start, never written back: tools/lab_copies.py). make lab-reset
 # starts every copy afresh; rm lab/<notebook>.ipynb one of them. Maintainers edit notebooks/.
+# The server's root is the repository, so that the file browser reaches solutions/, docs/,
+# data/runs/ and the README, and the notebooks' links to them work; the browser lists neither
+# notebooks/ (the committed results) nor the jupytext twins (tools/lab_config). Each start has
+# a fresh workspace: no tab of an earlier visit reopens, each with a kernel of its own.
+LAB_WORKSPACES := $(VENV)/lab-workspaces
 lab: $(STAMP)
 	$(BIN)/python tools/lab_copies.py
-	$(LAB_CONFIG) $(BIN)/jupyter lab --notebook-dir=lab \
-		--LabApp.default_url=/lab/tree/START_HERE.ipynb $(ALLOW_ROOT) $(LAB_ARGS)
+	rm -rf $(LAB_WORKSPACES)
+	$(LAB_CONFIG) JUPYTERLAB_WORKSPACES_DIR=$(CURDIR)/$(LAB_WORKSPACES) $(BIN)/jupyter lab \
+		--ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/lab/START_HERE.ipynb \
+		$(ALLOW_ROOT) $(LAB_ARGS)
 
 lab-reset: $(STAMP)
 	$(BIN)/python tools/lab_copies.py --reset

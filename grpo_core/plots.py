@@ -60,6 +60,12 @@ DPI = 120  # readable on a laptop screen without zooming
 # the true score and the proxy trained on: one colour each in every figure (notebooks 09, 11)
 ROLE_COLOURS = {"true score": "tab:green", "trained on": "tab:red"}
 FONT_TITLE, FONT_SMALL = 11, 9
+# what a panel says, instead of a flat line, when its metric was exactly 0 at every step
+ZERO_AT_EVERY_STEP = {
+    "clip_ratio/region_mean": "0 at every step: the clip never acted\n(as with one update per "
+                              "batch,\nwhere the ratio stays 1)",
+    "kl": "0 at every step: no KL term in this run",
+}
 LABELS = {
     "completions/mean_length": "tokens",
     "completions/mean_chars": "characters",
@@ -127,6 +133,17 @@ def style_axis(ax) -> None:
     ax.tick_params(labelsize=FONT_SMALL)
 
 
+def whole_step_limits(ax) -> None:
+    """Whole steps on the x axis of a panel with one step drawn (a live plot after its first
+    step): matplotlib's integer locator falls back to 0.945-1.065 when the range is below one
+    step, so the limits go one step beyond it on each side."""
+    if not ax.has_data():
+        return
+    low, high = ax.dataLim.intervalx
+    if high - low < 1:
+        ax.set_xlim(low - 1, high + 1)
+
+
 def role_colour(label: str, index: int) -> str:
     """A line's colour: the true score and the reward trained on keep one colour each in
     every figure (a legend label ending "(true score)" or "(trained on)"); other lines take
@@ -140,6 +157,8 @@ def role_colour(label: str, index: int) -> str:
 def _draw_panel(ax, records, name, left_keys, right_key, targets, labels) -> None:
     ax.set_title(name, fontsize=FONT_TITLE)
     style_axis(ax)
+    if _say_zero(ax, records, left_keys, right_key):
+        return
     drawn = 0
     for index, key in enumerate(left_keys):
         steps, values = series(records, key)
@@ -182,6 +201,22 @@ def _draw_panel(ax, records, name, left_keys, right_key, targets, labels) -> Non
     if not drawn:
         ax.text(0.5, 0.5, "nothing logged yet", ha="center", va="center",
                 transform=ax.transAxes, fontsize=FONT_SMALL, color="gray")
+    whole_step_limits(ax)
+
+
+def _say_zero(ax, records, left_keys, right_key) -> bool:
+    """For a one-metric panel in :data:`ZERO_AT_EVERY_STEP` whose metric was 0 at every
+    logged step: the sentence instead of a flat line (True), else nothing (False)."""
+    if right_key is not None or len(left_keys) != 1 or left_keys[0] not in ZERO_AT_EVERY_STEP:
+        return False
+    steps, values = series(records, left_keys[0])
+    if not steps or any(value != 0 for value in values):
+        return False
+    ax.text(0.5, 0.5, ZERO_AT_EVERY_STEP[left_keys[0]], ha="center", va="center",
+            transform=ax.transAxes, fontsize=FONT_SMALL, color="gray")
+    ax.set_yticks([])
+    ax.set_xlim(min(steps) - 1, max(steps) + 1)
+    return True
 
 
 def sem_at(records: StepMetrics, key: str, steps: Sequence[int]) -> list[float] | None:
@@ -489,6 +524,7 @@ def compare_runs(
         ax.set_title(metric_title(key) + (f"\n{window}-step mean" if window > 1 else ""),
                      fontsize=FONT_TITLE)
         style_axis(ax)
+        whole_step_limits(ax)
     for ax in axes[len(keys):]:
         ax.set_visible(False)
     legend: dict[str, Any] = {}  # one entry per run, from whichever panel has its line

@@ -4,6 +4,7 @@ pairing, ignored by git, and never written back to ``notebooks/``."""
 from __future__ import annotations
 
 import hashlib
+import platform
 import shutil
 import subprocess
 
@@ -29,6 +30,10 @@ def test_copies_are_made_once_unpaired_and_the_course_is_never_touched(tmp_path)
     copy = lab / "07_exp1_length.ipynb"
     assert "jupytext" not in nbformat.read(copy, as_version=4).metadata  # saving writes no twin
     assert "jupytext" in nbformat.read(course / copy.name, as_version=4).metadata
+    # every copy names the Python that runs it, as its kernel will (the start page too)
+    for name in ("START_HERE.ipynb", copy.name):
+        info = nbformat.read(lab / name, as_version=4).metadata.language_info
+        assert info["version"] == platform.python_version() and info["name"] == "python"
     # the learner runs a cell: the next start keeps the copy
     mine = nbformat.read(copy, as_version=4)
     mine.cells[0].source = "my notes"

@@ -10,6 +10,7 @@ from grpo_core.plots import (
     CLIP_TITLE,
     HELD_OUT_PANEL,
     ROLE_COLOURS,
+    ZERO_AT_EVERY_STEP,
     ZERO_STD_TITLE,
     LivePlot,
     compare_runs,
@@ -61,6 +62,33 @@ def test_steps_are_whole_numbers_and_figures_are_readable():
     assert fig.dpi >= 120
     side_by_side = compare_runs({"a": records(2)}, keys=["entropy"])
     assert all(float(t).is_integer() for t in side_by_side.axes[0].get_xticks())
+
+
+def test_a_single_step_reads_as_a_whole_step():
+    fig = plot_metrics(records(1))
+    for ax in (ax for ax in fig.axes if ax.get_visible() and ax.get_title()):
+        low, high = ax.get_xlim()
+        ticks = [t for t in ax.get_xticks() if low <= t <= high]
+        assert 1 in ticks and all(float(t).is_integer() for t in ticks), (ax.get_title(), ticks)
+    side_by_side = compare_runs({"a": records(1)}, keys=["entropy"])
+    assert all(float(t).is_integer() for t in side_by_side.axes[0].get_xticks())
+
+
+def test_a_metric_at_zero_every_step_is_said_not_drawn():
+    fig = plot_metrics(records(3))  # one update per batch: clip_ratio is 0 at every step
+    clip = next(ax for ax in fig.axes if ax.get_title() == CLIP_TITLE)
+    assert not clip.lines
+    assert [t.get_text() for t in clip.texts] == [ZERO_AT_EVERY_STEP["clip_ratio/region_mean"]]
+    rows = records(3)
+    rows[1]["clip_ratio/region_mean"] = 0.02  # the clip acted once: the curve again
+    clip = next(ax for ax in plot_metrics(rows).axes if ax.get_title() == CLIP_TITLE)
+    assert clip.lines and not clip.texts
+    zero_kl = [{**row, "kl": 0.0} for row in records(2)]
+    kl = next(ax for ax in plot_metrics(zero_kl).axes if ax.get_title() == "KL to the reference")
+    assert "no KL term" in kl.texts[0].get_text()
+    # a panel of several metrics, or one not listed, keeps its flat line
+    flat = next(ax for ax in fig.axes if ax.get_title() == ZERO_STD_TITLE)
+    assert flat.lines and not flat.texts
 
 
 def test_held_out_panel_has_a_legend_that_names_the_true_score():

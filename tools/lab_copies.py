@@ -9,6 +9,8 @@ notebook autosaves its outputs, so ``make lab`` opens copies instead:
   stays across restarts;
 - the copies lose their jupytext pairing, so saving one never writes a ``.py`` twin, and
   nothing in ``lab/`` is ever written back to ``notebooks/``;
+- the copies name the Python that runs them (``language_info``), so a tab does not show
+  "modified" the moment its kernel starts;
 - to start a notebook afresh, delete its copy (``rm lab/07_exp1_length.ipynb``) or run
   ``make lab-reset`` (every copy), then start ``make lab`` again.
 
@@ -18,6 +20,7 @@ Usage: ``python tools/lab_copies.py [--reset] [--dir lab]``.
 from __future__ import annotations
 
 import argparse
+import platform
 import shutil
 import sys
 from pathlib import Path
@@ -29,13 +32,25 @@ NOTEBOOK_DIR = ROOT / "notebooks"
 LAB_DIR = ROOT / "lab"
 
 
+def language_info() -> dict:
+    """What this Python's kernel reports as the notebook's ``language_info`` (ipykernel's
+    fields). A copy that already says it opens unmodified: JupyterLab writes the kernel's
+    ``language_info`` into a notebook on start, and a different one (the start page has none,
+    the others name the Python they were built with) marks the tab modified before the
+    learner has done anything."""
+    return {"codemirror_mode": {"name": "ipython", "version": 3}, "file_extension": ".py",
+            "mimetype": "text/x-python", "name": "python", "nbconvert_exporter": "python",
+            "pygments_lexer": "ipython3", "version": platform.python_version()}
+
+
 def working_copy(source: Path, target: Path) -> bool:
-    """Copy the notebook ``source`` to ``target`` without its jupytext pairing; False (and
-    nothing written) when ``target`` exists."""
+    """Copy the notebook ``source`` to ``target`` without its jupytext pairing and with this
+    Python's :func:`language_info`; False (and nothing written) when ``target`` exists."""
     if target.exists():
         return False
     notebook = nbformat.read(source, as_version=4)
     notebook.metadata.pop("jupytext", None)
+    notebook.metadata["language_info"] = language_info()
     nbformat.write(notebook, target)
     return True
 

@@ -84,7 +84,9 @@ read the recorded runs: how to tell what a run did, and whether a difference is 
 which git ignores): run and edit them freely, the course's own executed notebooks in
 `notebooks/` are never touched and stay the reference. To start one notebook afresh, delete
 its copy (`rm lab/07_exp1_length.ipynb`) and start `make lab` again; `make lab-reset` starts
-every copy afresh. Idle kernels are shut down after 30 minutes to free their memory.
+every copy afresh. The file browser reaches the rest of the course: `solutions/`, `docs/`,
+the recorded runs in `data/runs/` and the package `grpo_core/`. A kernel whose tab is closed is
+shut down after 30 minutes idle to free its memory; one whose tab is open keeps its model.
 """
 
 

@@ -1,0 +1,56 @@
+"""Tables a learner reads in a notebook: pandas' HTML in JupyterLab and Colab, and a plain-text
+form that fits the output area (100 columns) everywhere else (nbval, a terminal, GitHub).
+
+``print(frame.to_string())`` puts a table with long cells (a diagnosis's evidence, an interval
+written out) on lines of 300 characters or more, which the output area wraps into a jumble.
+:func:`show_table` keeps pandas' own layout when it fits and otherwise writes one block per
+row, each cell on its own line, wrapped between words.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+WIDTH = 100  # characters: what JupyterLab's output area shows on a laptop without wrapping
+
+
+def plain_table(frame: Any, width: int = WIDTH) -> str:
+    """``frame`` (a ``pandas.DataFrame``) as text no line of which is longer than ``width``.
+
+    pandas' ``to_string()`` when it fits; else one block per row: the row's label, then
+    ``column: value`` for each cell, a long value wrapped between words and indented.
+    """
+    if width < 20:
+        raise ValueError(f"width must be at least 20 characters, got {width}")
+    text = frame.to_string()
+    if max(map(len, text.splitlines()), default=0) <= width:
+        return text
+    blocks = []
+    for label, row in frame.iterrows():
+        lines = textwrap.wrap(str(label), width) or [""]
+        for column, value in row.items():
+            lines += textwrap.wrap(f"{column}: {value}", width, initial_indent="  ",
+                                   subsequent_indent="      ", break_long_words=True,
+                                   break_on_hyphens=False) or ["  "]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+class Table:
+    """What :func:`show_table` returns: rendered by Jupyter's display machinery."""
+
+    def __init__(self, frame: Any, width: int = WIDTH):
+        self.frame, self.width = frame, width
+
+    def _repr_html_(self) -> str:
+        return self.frame.to_html()
+
+    def __repr__(self) -> str:
+        return plain_table(self.frame, self.width)
+
+
+def show_table(frame: Any, width: int = WIDTH) -> Table:
+    """``frame`` to display as the cell's last expression (or with ``display``): an HTML
+    table where the front end renders HTML, :func:`plain_table` text elsewhere."""
+    return Table(frame, width)

@@ -1,0 +1,56 @@
+"""Tables for learners: HTML for the front end, text that fits 100 columns for the rest."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from grpo_core.tables import WIDTH, plain_table, show_table
+
+EVIDENCE = ("kl rose from 0.0012 to 0.0480 over the last 10 steps while the reward stayed "
+            "within one batch standard deviation of where it started; that is the pattern of a "
+            "KL blow-up, not of learning")
+
+
+def wide_frame() -> pd.DataFrame:
+    return pd.DataFrame({
+        "beta = 0": {"reward": "-35.2 ± 3.1 -> -4.1 ± 0.8", "diagnose: KL": "not logged"},
+        "beta = 0.04": {"reward": "-35.0 ± 2.9 -> -9.7 ± 1.1", "diagnose: KL": EVIDENCE},
+    }).T
+
+
+def test_a_table_that_fits_is_pandas_own():
+    frame = pd.DataFrame({"k": [2, 8, 16], "groups with no signal": [0.41, 0.12, 0.03]})
+    assert plain_table(frame) == frame.to_string()
+
+
+def test_a_wide_table_fits_the_width_and_keeps_every_word_in_order():
+    frame = wide_frame()
+    assert max(len(line) for line in frame.to_string().splitlines()) > WIDTH
+    text = plain_table(frame)
+    assert max(len(line) for line in text.splitlines()) <= WIDTH
+    blocks = text.split("\n\n")
+    assert [block.splitlines()[0] for block in blocks] == ["beta = 0", "beta = 0.04"]
+    assert " ".join(blocks[1].split()).endswith("diagnose: KL: " + " ".join(EVIDENCE.split()))
+    assert "  reward: -35.2 ± 3.1 -> -4.1 ± 0.8" in blocks[0].splitlines()
+    narrow = plain_table(frame, width=40)
+    assert max(len(line) for line in narrow.splitlines()) <= 40
+
+
+def test_a_word_longer_than_the_width_is_cut_not_left_over():
+    frame = pd.DataFrame({"path": ["data/runs/" + "x" * 150]})
+    assert max(len(line) for line in plain_table(frame).splitlines()) <= WIDTH
+
+
+def test_the_front_end_gets_html_and_text_gets_the_plain_form():
+    from IPython.core.formatters import DisplayFormatter
+
+    formats, _ = DisplayFormatter().format(show_table(wide_frame()))
+    assert formats["text/html"].lstrip().startswith("<table")
+    assert "beta = 0.04" in formats["text/html"]
+    assert formats["text/plain"] == plain_table(wide_frame())
+
+
+def test_a_width_too_small_for_a_label_is_refused():
+    with pytest.raises(ValueError, match="at least 20"):
+        plain_table(wide_frame(), width=10)
