@@ -58,7 +58,7 @@ def test_light_imports_do_not_pull_torch(statement):
 
 
 @pytest.mark.parametrize("module", ["advantages", "logprobs", "loss", "imitation_signals",
-                                    "preference"])
+                                    "preference", "kl_gradients"])
 def test_update_math_imports_torch_but_no_model_library(module):
     loaded = _modules_loaded_by(f"import grpo_core.{module}")
     assert "torch" in loaded
@@ -67,7 +67,7 @@ def test_update_math_imports_torch_but_no_model_library(module):
 
 @pytest.mark.parametrize("statement", ["import grpo_core.run_files", "import grpo_core.diagnosis",
                                        "import grpo_core.findings", "import grpo_core.stats",
-                                       "import grpo_core.rewards"])
+                                       "import grpo_core.rewards", "import grpo_core.tables"])
 def test_file_reading_checks_and_rewards_pull_no_torch(statement):
     loaded = _modules_loaded_by(statement)
     assert "torch" not in loaded and "transformers" not in loaded
