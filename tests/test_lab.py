@@ -6,6 +6,7 @@ kernel whose notebook is open."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -80,14 +81,22 @@ class Lab:
         pytest.fail("make lab did not answer within 120 s")
 
     def stop(self) -> None:
-        if self.process.returncode is not None:  # stopped before
-            return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+        """SIGTERM to the whole group (make, the shell, the server, its kernels), then SIGKILL
+        to whatever is left of it after 20 s: make exits at once, the server may not."""
+        group = self.process.pid
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            self.process.poll()
+            try:
+                os.killpg(group, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.2)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)
+        self.process.wait()
 
 
 @pytest.fixture
