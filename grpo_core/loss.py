@@ -107,6 +107,7 @@ def grpo_loss(
     loss_type: str = "grpo",
     max_completion_length: int | None = None,
     num_items_in_batch: int | Tensor | None = None,
+    sampler_weights: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """The whole GRPO loss of one micro-batch, as TRL 1.16's ``GRPOTrainer._compute_loss`` (notebook 04, eq. (4.4)).
 
@@ -138,6 +139,10 @@ def grpo_loss(
         max_completion_length: ``dr_grpo``'s constant (TRL: the config's); default ``T``.
         num_items_in_batch: ``dapo``'s denominator, completion tokens in the whole generation
             batch; default this batch's ``mask.sum()``.
+        sampler_weights: ``[B, T]`` or ``[B, 1]`` importance weights of the sampling copy's
+            completions (``grpo_core.sampling_correction.sampler_weights``), multiplying the
+            policy term before the KL term is added, as TRL's ``importance_sampling_ratio``;
+            ``None``: no correction.
 
     Returns:
         ``(loss, metrics)``: a scalar with gradient, and floats under TRL's names
@@ -157,6 +162,11 @@ def grpo_loss(
     metrics = clip_metrics(
         ratio.detach(), advantages, mask, epsilon=epsilon, epsilon_high=epsilon_high
     )
+    if sampler_weights is not None:
+        if sampler_weights.shape not in ((mask.shape[0], 1), tuple(mask.shape)):
+            raise ValueError(f"sampler_weights must be [B, T] or [B, 1] for a [B, T] = "
+                             f"{tuple(mask.shape)} batch, got {tuple(sampler_weights.shape)}")
+        per_token_loss = torch.where(keep, per_token_loss * sampler_weights.detach(), 0.0)
     if beta != 0.0:
         kl = kl_k3(logps, ref_token_logps.masked_fill(~keep, 0.0)) * ratio
         per_token_loss = per_token_loss + beta * kl

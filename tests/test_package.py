@@ -58,7 +58,7 @@ def test_light_imports_do_not_pull_torch(statement):
 
 
 @pytest.mark.parametrize("module", ["advantages", "logprobs", "loss", "imitation_signals",
-                                    "preference", "kl_gradients"])
+                                    "preference", "kl_gradients", "sampling_correction"])
 def test_update_math_imports_torch_but_no_model_library(module):
     loaded = _modules_loaded_by(f"import grpo_core.{module}")
     assert "torch" in loaded

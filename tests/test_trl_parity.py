@@ -236,6 +236,41 @@ def test_dapo_divides_by_the_whole_generation_batch_like_trl(offline_model):
     assert loss_gap <= TOLERANCE and grad_gap <= TOLERANCE
 
 
+@pytest.mark.parametrize("mode", ["token_truncate", "token_mask", "sequence_truncate",
+                                  "sequence_mask"])
+@pytest.mark.parametrize("loss_type", ["grpo", "dapo"])
+def test_sampler_weights_enter_the_loss_as_trls_importance_sampling_ratio(offline_model, mode,
+                                                                          loss_type):
+    """TRL computes the ratio inside generation (vLLM needed); given the same weights, its
+    loss applies them as grpo_loss does: to the policy term, before the KL term."""
+    from grpo_core.sampling_correction import sampler_weights
+
+    batch = fixed_batch()
+    generator = torch.Generator().manual_seed(7)
+    sampler = (batch["token_logps"] + 0.5 * torch.randn(6, 7, generator=generator)) * batch["mask"]
+    weights = sampler_weights(batch["token_logps"], sampler, batch["mask"], mode,
+                              clip_min=0.5, clip_max=1.5)
+    assert (weights == 0).any() or mode.endswith("truncate")
+    trainer = build_trainer(offline_model, loss_type=loss_type, beta=0.04)
+    trainer.use_vllm = trainer.vllm_importance_sampling_correction = True
+    original = trainer.compute_loss
+
+    def with_ratio(model, inputs, **kwargs):
+        return original(model, {**inputs, "importance_sampling_ratio": weights}, **kwargs)
+
+    trainer.compute_loss = with_ratio
+    theirs = trl_loss(trainer, batch, reuse=True, beta=0.04)
+    token_logps = batch["token_logps"].clone().requires_grad_()
+    loss, _ = grpo_loss(token_logps, batch["old"], batch["advantages"], batch["mask"],
+                        ref_token_logps=batch["ref"], beta=0.04, loss_type=loss_type,
+                        max_completion_length=MAX_COMPLETION_LENGTH, sampler_weights=weights)
+    (gradient,) = torch.autograd.grad(loss, token_logps)
+    assert (theirs[0] - loss.detach()).abs().item() <= TOLERANCE
+    assert (theirs[1] - gradient).abs().max().item() <= TOLERANCE
+    unweighted = our_loss(batch, reuse=True, beta=0.04, epsilon_high=None, loss_type=loss_type)
+    assert (unweighted[0] - loss.detach()).abs().item() > 1e-4  # the weights changed it
+
+
 # --- the advantages ---------------------------------------------------------------------------------
 
 REWARDS = [0.0, 1.0, 3.0, 2.0, 2.0, 2.0, 0.5, 0.25, 4.0]  # usable, all-equal, fractional
