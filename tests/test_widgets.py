@@ -240,6 +240,53 @@ def test_clip_and_kl_widgets_recompute_on_change():
     assert max(kl.curves.penalty_k3) == 0.0 and "no reference model" in kl.text.value
 
 
+def test_kl_gradient_errors_follow_each_estimators_bias_and_variance():
+    from grpo_core.widgets import kl_gradient_errors
+    from grpo_core.widgets.kl_gradient import SAMPLE_COUNTS
+
+    errors = kl_gradient_errors(distance=2.0, samples=16)
+    assert errors.relative_bias["k1"] == pytest.approx(1.0)
+    assert errors.relative_bias["k2"] < 1e-9 and errors.relative_bias["ratio_k3"] < 1e-9
+    assert errors.relative_bias["k3"] > 0.05
+    four = SAMPLE_COUNTS.index(4)
+    for name in ("k2", "ratio_k3"):  # unbiased: the error halves when the samples quadruple
+        assert errors.curves[name][four + 2] == pytest.approx(errors.curves[name][four] / 2)
+    assert errors.curves["k2"] == pytest.approx(errors.curves["ratio_k3"])
+    # k3's error falls with more samples but never below its bias, nor below ratio·k3's
+    k3 = errors.curves["k3"]
+    assert all(a > b for a, b in zip(k3, k3[1:], strict=False))
+    assert all(e > errors.relative_bias["k3"] for e in k3)
+    assert all(a > b for a, b in zip(k3, errors.curves["ratio_k3"], strict=True))
+    assert errors.relative_error["k2"] == pytest.approx(errors.curves["k2"][SAMPLE_COUNTS.index(16)])
+    assert f"{errors.relative_bias['k3']:.0%} off" in errors.message
+    assert abs(errors.value_bias["k3"]) < 1e-12 and errors.value_bias["k2"] < 0
+    farther = kl_gradient_errors(distance=3.0, samples=16)
+    assert farther.kl > errors.kl and farther.relative_bias["k3"] > errors.relative_bias["k3"]
+    with pytest.raises(ValueError, match="distance"):
+        kl_gradient_errors(distance=0.0)
+    with pytest.raises(ValueError, match="samples"):
+        kl_gradient_errors(samples=0)
+
+
+def test_kl_gradient_widget_recomputes_on_change():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from grpo_core.widgets import kl_gradient_widget
+
+    view = kl_gradient_widget(distance=1.0, samples=16)
+    assert "16 tokens" in view.table.value and view.figure is not None
+    before = view.curves.relative_error["ratio_k3"]
+    view.samples.value = 64
+    assert "64 tokens" in view.table.value
+    assert view.curves.relative_error["ratio_k3"] == pytest.approx(before / 2)
+    view.distance.value = 3.0
+    assert view.curves.kl > 0 and "ratio·k3" in view.table.value
+    with pytest.raises(ValueError, match="samples must be one of"):
+        kl_gradient_widget(samples=10)
+
+
 def test_clip_widget_tied_epsilon_high_follows_epsilon_and_stays_when_untied():
     pytest.importorskip("matplotlib")
     import matplotlib

@@ -8,7 +8,9 @@ Every widget is a thin view over a pure function that computes what it shows:
   A -> the unclipped and clipped surrogate as curves of the ratio, with the zero-gradient region
   (lecture: "Reusing a rollout adds a clip");
 - :func:`kl_curves` -> :func:`kl_widget`: the k1 and k3 estimators over the log-ratio, times beta
-  (lecture: "Two guardrails, two time scales").
+  (lecture: "Two guardrails, two time scales");
+- :func:`kl_gradient_errors` -> :func:`kl_gradient_widget` (``kl_gradient``): how far each KL
+  estimator's sampled gradient is from the KL's exact gradient, by distance and tokens sampled.
 
 The pure functions call the update math (``grpo_core.advantages``, ``grpo_core.loss``) and
 import only torch, so tests drive them without ipywidgets or a browser. The ``*_widget``
@@ -21,7 +23,7 @@ are attributes, so a test can set a control's value and read the computed output
 - :func:`token_logprob_change` -> :func:`token_change_html` (``tokens``): after one update,
   each completion's tokens coloured by how much their log-probability moved (notebook 02).
 
-One module per widget (``group``, ``clip``, ``kl``, ``explorer``, ``tokens``), the group widget's HTML/SVG in ``render``
+One module per widget (``group``, ``clip``, ``kl``, ``kl_gradient``, ``explorer``, ``tokens``), the group widget's HTML/SVG in ``render``
 and what the views share in ``_base``; every name is importable from ``grpo_core.widgets``.
 """
 
@@ -46,6 +48,13 @@ from grpo_core.widgets.group import (
     preset_rewards,
 )
 from grpo_core.widgets.kl import KLCurves, kl_curves, kl_widget, plot_kl_curves
+from grpo_core.widgets.kl_gradient import (
+    KLGradientErrors,
+    kl_gradient_errors,
+    kl_gradient_html,
+    kl_gradient_widget,
+    plot_kl_gradient_errors,
+)
 from grpo_core.widgets.render import group_summary_html
 from grpo_core.widgets.tokens import (
     TokenChangeRow,
@@ -64,4 +73,7 @@ __all__ = [
     "step_view_html",
     # the token view (notebook 02)
     "TokenChangeRow", "token_change_html", "token_change_summary", "token_logprob_change",
+    # the KL estimators' gradients
+    "KLGradientErrors", "kl_gradient_errors", "kl_gradient_html", "kl_gradient_widget",
+    "plot_kl_gradient_errors",
 ]
