@@ -80,6 +80,26 @@ def test_moments_give_bias_variance_and_the_values_bias(pair):
     assert all(m["variance"] > 0 for m in moments.values())
 
 
+def test_the_closed_form_moments_equal_the_enumerated_ones(pair):
+    logits, ref_logits = pair
+    probs = torch.softmax(logits, -1)
+    for name in ESTIMATORS:
+        rows = per_token_gradients(name, logits, ref_logits)
+        mean = probs @ rows
+        variance = (probs * ((rows - mean) ** 2).sum(-1)).sum().item()
+        bias = (mean - exact_gradients(logits, ref_logits)["kl"]).norm().item()
+        moments = gradient_moments(name, logits, ref_logits)
+        assert moments["variance"] == pytest.approx(variance, rel=1e-10, abs=1e-15), name
+        assert moments["bias"] == pytest.approx(bias, rel=1e-9, abs=1e-12), name
+
+
+def test_a_real_vocabulary_is_summed_without_a_vocab_by_vocab_matrix():
+    logits, ref_logits = policy_pair(49_152, 2.0, seed=5)
+    moments = gradient_moments("ratio_k3", logits, ref_logits)
+    assert moments["bias"] < 1e-9 and moments["variance"] > 0
+    assert gradient_moments("k3", logits, ref_logits)["relative_bias"] > 0
+
+
 def test_at_the_reference_every_gradient_is_zero():
     logits, ref_logits = policy_pair(VOCAB, 0.0)
     for name in ESTIMATORS:
