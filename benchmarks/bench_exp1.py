@@ -10,6 +10,10 @@ included). Run it with the model already cached (``make setup`` converts it once
 otherwise idle machine.
 
     python benchmarks/bench_exp1.py [--steps 30] [--precision default|float32|both] [--keep DIR]
+                                    [--isa native|avx2]
+
+``--isa avx2`` holds torch's and oneDNN's kernels to AVX2 (a laptop without AVX-512; the
+default plan is then that laptop's too).
 
 ``--keep DIR`` keeps the default-precision run in DIR (the recorded run
 ``data/runs/exp1-length-cpu`` is made this way; its ``config.json`` holds the command).
@@ -25,6 +29,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from machine import cpu_description, isa_description, run_with_isa
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET, WINDOW = 10.0, 5
@@ -73,7 +79,11 @@ def main() -> int:
     parser.add_argument("--precision", choices=["default", "float32", "both"], default="both")
     parser.add_argument("--keep", type=Path, default=None,
                         help="write the default-precision run to this folder (replaced)")
+    parser.add_argument("--isa", choices=["native", "avx2"], default="native",
+                        help="avx2: torch's and oneDNN's kernels held to AVX2 in every run")
     args = parser.parse_args()
+    run_with_isa(args.isa, sys.argv[1:])
+    print(f"CPU: {cpu_description()}; {isa_description()}")
     names = ["default", "float32"] if args.precision == "both" else [args.precision]
     print(f"experiment 1, cpu profile, {args.steps} steps; target: the mean |len - 20| over "
           f"{WINDOW} steps <= {TARGET:g} characters")

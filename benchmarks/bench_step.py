@@ -29,7 +29,17 @@ default precision. The first line names the CPU, its flags that decide the plan 
 avx512f, avx512_bf16, amx_bf16) and the load average, printed again with each precision's
 figures: on a shared machine, read the figures beside the load.
 
+Each decoding step is also given as a share of its limit, the larger of the two: what the
+step would take if it did nothing but read the weights or nothing but its arithmetic.
+``--isa avx2`` runs everything (this process, so the matmul peak too, and every child) with
+torch's and oneDNN's kernels held to AVX2 (``ATEN_CPU_CAPABILITY=avx2``,
+``ONEDNN_MAX_CPU_ISA=AVX2``): any CPU here then stands for a laptop without AVX-512.
+``--busy-core`` measures every run a second time with a busy loop pinned to one core (another
+program at the same priority, as on a learner's laptop) and prints busy / idle per
+implementation.
+
     python benchmarks/bench_step.py [--steps 3] [--rounds 2] [--threads 0] [--device cpu|cuda]
+                                    [--isa native|avx2] [--busy-core]
 
 Timings on a shared machine are noisy: compare figures from the same invocation only.
 """
@@ -54,6 +64,8 @@ for _name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE",
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from machine import busy_loop, cpu_description, isa_description, run_with_isa  # noqa: E402
 
 GROUP, PROMPTS_PER_STEP, NEW_TOKENS, LR = 8, 2, 64, 0.0  # lr 0: lengths stay put, steps comparable
 SIZES = {"group_size": GROUP, "prompts_per_step": PROMPTS_PER_STEP, "max_new_tokens": NEW_TOKENS}
@@ -148,6 +160,17 @@ def matmul_peak(dtype_name: str = "float32", size: int = 2048, repeats: int = 5)
         a @ b
         best = min(best, time.perf_counter() - start)
     return 2 * size**3 / best
+
+
+def limit_share(result: dict, bandwidth: float | None, rows: int,
+                peak_flops: float | None) -> float | None:
+    """A decoding step's limit over its measured time: the limit is the larger of reading
+    the weights once and its arithmetic at the matmul peak (None without both)."""
+    if not (bandwidth and peak_flops and result["decode_step_s"]):
+        return None
+    read = result["weight_bytes_per_decode_step"] / bandwidth
+    arithmetic = rows * result["flop_per_row_per_decode_step"] / peak_flops
+    return max(read, arithmetic) / result["decode_step_s"]
 
 
 def load(device: str):
@@ -322,6 +345,9 @@ def report(result: dict, bandwidth: float | None, rows: int, peak_flops: float |
         flop = rows * result["flop_per_row_per_decode_step"]
         line += (f" and the {flop / peak_flops * 1e3:.0f} ms of its {flop / 1e9:.1f} GFLOP at "
                  f"this CPU's {peak_dtype} matmul peak ({peak_flops / 1e9:.0f} GFLOP/s)")
+        share = limit_share(result, bandwidth, rows, peak_flops)
+        if share is not None:
+            line += f": {share:.0%} of its limit"
     line += f"; peak {result['memory_kind']} {result['peak_memory_gib']:.2f} GiB"
     if result["phases"]:
         line += "\n" + " " * 18 + "median per step: " + ", ".join(
@@ -329,24 +355,16 @@ def report(result: dict, bandwidth: float | None, rows: int, peak_flops: float |
     return line
 
 
-def cpu_description() -> str:
-    """The CPU's name and the flags that decide the precision plan (avx2, avx512_bf16, amx)."""
-    import platform
-
-    name, flags = platform.processor() or platform.machine(), set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name":
-                name = value.strip()
-            elif key.strip() == "flags":
-                flags = set(value.split())
-    except OSError:  # not Linux: the name only
-        pass
-    cores = os.cpu_count()
-    wanted = ["avx2", "avx512f", "avx512_bf16", "amx_bf16"]
-    shown = ", ".join(f"{f} {'yes' if f in flags else 'no'}" for f in wanted) if flags else "flags unknown"
-    return f"{name}, {cores} logical CPUs ({shown})"
+def measure(args, precision_name: str) -> dict[str, dict] | None:
+    """``--rounds`` alternations of ours and TRL at one precision, merged per side."""
+    runs: dict[str, list[dict]] = {"ours": [], "trl": []}
+    for _ in range(args.rounds):
+        for impl in ("ours", "trl"):
+            result = run_child(impl, args, precision_name)
+            if result is None:
+                return None
+            runs[impl].append(result)
+    return {impl: merge(r) for impl, r in runs.items()}
 
 
 def main() -> int:
@@ -357,15 +375,22 @@ def main() -> int:
                                                                 "as the course runs)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--precision", choices=["default", "float32", "both"], default="both")
+    parser.add_argument("--isa", choices=["native", "avx2"], default="native",
+                        help="avx2: torch's and oneDNN's kernels held to AVX2 (a CPU without "
+                             "AVX-512), in this process and every run")
+    parser.add_argument("--busy-core", action="store_true",
+                        help="measure every run again beside a busy loop pinned to one core")
     parser.add_argument("--impl", choices=["ours", "trl"], help=argparse.SUPPRESS)
     args = parser.parse_args()
+    run_with_isa(args.isa, sys.argv[1:])
     if args.impl:
         child(args.impl, args.steps, args.threads, args.device, args.precision)
         return 0
     from grpo_core.precision import detect_precision
 
     default = detect_precision(args.device)
-    print(f"CPU: {cpu_description()}; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"CPU: {cpu_description()}; {isa_description()}; load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"one GRPO step: {PROMPTS_PER_STEP} prompts x k={GROUP}, {NEW_TOKENS} new tokens, "
           f"SmolLM2-135M on {args.device}, {args.threads or 'default'} thread(s), median of "
           f"{args.rounds} x {args.steps} steps (each run: 1 warm-up), runs alternating ours, TRL")
@@ -375,14 +400,9 @@ def main() -> int:
         names = ["default"]  # the same run twice
     ratios = {}
     for name in names:
-        runs: dict[str, list[dict]] = {"ours": [], "trl": []}
-        for _ in range(args.rounds):
-            for impl in ("ours", "trl"):
-                result = run_child(impl, args, name)
-                if result is None:
-                    return 1
-                runs[impl].append(result)
-        merged = {impl: merge(r) for impl, r in runs.items()}
+        merged = measure(args, name)
+        if merged is None:
+            return 1
         bandwidth = read_bandwidth() if args.device == "cpu" else None  # in this process:
         # its 512 MB buffer must not count in a child's peak memory
         peak_dtype = "float32" if name == "float32" or default.autocast is None else default.autocast
@@ -396,6 +416,24 @@ def main() -> int:
             print(report(result, bandwidth, PROMPTS_PER_STEP * GROUP, peak, peak_dtype))
         ratios[name] = merged["ours"]["median_step_s"] / merged["trl"]["median_step_s"]
         print(f"ratio ours / TRL at {name} (median step time): {ratios[name]:.2f}")
+        if args.busy_core:
+            core = sorted(os.sched_getaffinity(0))[-1]
+            loop = busy_loop(core)
+            try:
+                busy = measure(args, name)
+            finally:
+                loop.kill()
+                loop.wait()
+            if busy is None:
+                return 1
+            print(f"   with a busy loop on core {core}; load average "
+                  f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+            for impl, result in busy.items():
+                print(report(result, bandwidth, PROMPTS_PER_STEP * GROUP, peak, peak_dtype))
+                print(f"{'':>18}busy / idle median step: "
+                      f"{result['median_step_s'] / merged[impl]['median_step_s']:.2f}")
+            print(f"ratio ours / TRL at {name}, one core busy: "
+                  f"{busy['ours']['median_step_s'] / busy['trl']['median_step_s']:.2f}")
     final = "default" if "default" in ratios else names[-1]
     print(f"ratio ours / TRL (median step time): {ratios[final]:.2f}  (<= 1.0: ours is no slower)")
     return 0

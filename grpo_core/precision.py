@@ -42,6 +42,8 @@ Imports torch only where it asks the device what it can do.
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -164,10 +166,25 @@ def choose_precision(device: str, *, capability: tuple[int, int] | None = None,
     return Precision(None, False, f"float32: {where} has no fast half-precision matmuls")
 
 
+# oneDNN's ISA caps (ONEDNN_MAX_CPU_ISA) that still allow its bfloat16 matrix instructions
+ONEDNN_BF16_ISAS = frozenset({
+    "ALL", "DEFAULT", "AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX",
+    "AVX512_CORE_AMX_FP16", "AVX10_1_512", "AVX10_1_512_AMX", "AVX10_1_512_AMX_FP16",
+    "AVX10_2_512", "AVX10_2_512_AMX_2"})
+
+
 def cpu_has_bf16() -> bool:
-    """True when torch's CPU kernels can use bfloat16 matrix instructions (AMX or AVX512-BF16)."""
+    """True when torch's CPU kernels can use bfloat16 matrix instructions (AMX or AVX512-BF16):
+    the CPU has them, and neither torch's kernels (``ATEN_CPU_CAPABILITY``, e.g. ``avx2``) nor
+    oneDNN's (``ONEDNN_MAX_CPU_ISA``, e.g. ``AVX2``) are held below them, as they are when an
+    AVX-512 machine stands in for a laptop without it."""
     import torch
 
+    if torch.backends.cpu.get_cpu_capability() != "AVX512":
+        return False
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").strip().upper()
+    if cap not in ONEDNN_BF16_ISAS:
+        return False
     probes = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
     return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
 

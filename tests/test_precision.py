@@ -105,6 +105,27 @@ def test_this_cpu_packs_the_sampling_copy_where_its_torch_can(monkeypatch, can_p
     assert (gpu.sampling_dtype, gpu.sampling_packed) == (None, False)  # never on a GPU
 
 
+@pytest.mark.parametrize(("capability", "onednn_cap", "expected"), [
+    ("AVX512", None, True), ("AVX512", "avx512_core_amx", True), ("AVX512", "AVX2", False),
+    ("AVX512", "AVX512_CORE", False), ("AVX2", None, False), ("DEFAULT", None, False)])
+def test_bf16_is_found_only_where_no_kernel_cap_holds_it_back(monkeypatch, capability,
+                                                               onednn_cap, expected):
+    """An AVX-512 machine with its kernels held to AVX2 stands in for a laptop without
+    bfloat16 instructions, and must get that laptop's plan."""
+    import torch
+
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True)
+    if onednn_cap is None:
+        monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    else:
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", onednn_cap)
+    assert precision_module.cpu_has_bf16() is expected
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    assert precision_module.cpu_has_bf16() is False  # and never without the instructions
+
+
 @pytest.mark.parametrize("has_bf16", [True, False])
 def test_the_cpu_profile_takes_the_cpus_plan_and_smoke_stays_float32(monkeypatch, has_bf16):
     from grpo_core import packed
