@@ -43,7 +43,6 @@ Imports torch only where it asks the device what it can do.
 from __future__ import annotations
 
 import os
-
 from dataclasses import dataclass, replace
 from typing import Any
 
