@@ -142,7 +142,16 @@ def timing_table(scripts: list[Path], info: dict[str, dict]) -> str:
     idle = (f"the 1-minute load average as each build began was at most {max(loads):.1f} (it "
             "still counts the build before, when `make notebooks` runs them back to back)"
             if loads else "")
-    return "\n".join(rows) + f"\n\nMeasured by `make notebooks` on {where}; {idle}."
+    return ("\n".join(rows) + f"\n\nMeasured by `make notebooks` on {where}; {idle}.\n\n"
+            + BUSY_MACHINE)
+
+
+# what the times assume, said where they are given
+BUSY_MACHINE = (
+    "**These times assume a machine doing nothing else.** Another program busy on one of the "
+    "cores (a video call, a build, a second notebook running) slows every parallel step, and "
+    "on a two-core laptop a notebook can take several times as long. Close what you can "
+    "before a long run, and run one notebook at a time.")
 
 
 def _minutes(seconds: float) -> str:
