@@ -47,7 +47,7 @@ def log_ratios(learner_token_logps: Tensor, sampler_token_logps: Tensor, mask: T
         raise ValueError(f"shapes differ: learner {tuple(learner_token_logps.shape)}, sampler "
                          f"{tuple(sampler_token_logps.shape)}, mask {tuple(mask.shape)}")
     difference = (learner_token_logps.detach() - sampler_token_logps.detach()) * mask
-    return torch.nan_to_num(difference, nan=0.0)
+    return torch.nan_to_num(difference)  # NaN -> 0
 
 
 def sampler_weights(

@@ -23,16 +23,15 @@ def plain_table(frame: Any, width: int = WIDTH) -> str:
     """
     if width < 20:
         raise ValueError(f"width must be at least 20 characters, got {width}")
-    text = frame.to_string()
-    if max(map(len, text.splitlines()), default=0) <= width:
+    text = frame.to_string()  # never empty: pandas names an empty frame
+    if max(map(len, text.splitlines())) <= width:
         return text
     blocks = []
     for label, row in frame.iterrows():
         lines = textwrap.wrap(str(label), width) or [""]
-        for column, value in row.items():
+        for column, value in row.items():  # never empty: the column's name and a colon
             lines += textwrap.wrap(f"{column}: {value}", width, initial_indent="  ",
-                                   subsequent_indent="      ", break_long_words=True,
-                                   break_on_hyphens=False) or ["  "]
+                                   subsequent_indent="      ", break_on_hyphens=False)
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 

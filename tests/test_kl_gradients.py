@@ -151,3 +151,19 @@ def test_bad_input_is_refused():
         sampled_gradient("k3", logits, ref_logits, 0)
     with pytest.raises(ValueError, match="vocab"):
         policy_pair(1, 1.0)
+
+
+def test_the_policy_pair_is_seeded_exactly_the_distance_apart_and_two_tokens_suffice():
+    logits, ref_logits = policy_pair(2, 0.7, seed=4)
+    assert (logits - ref_logits).norm().item() == pytest.approx(0.7, abs=1e-12)
+    again = policy_pair(2, 0.7, seed=4)
+    assert torch.equal(logits, again[0]) and torch.equal(ref_logits, again[1])
+    assert torch.equal(policy_pair(5, 1.0)[0], policy_pair(5, 1.0, seed=0)[0])  # seed 0 by default
+    assert not torch.equal(policy_pair(5, 1.0, seed=1)[0], policy_pair(5, 1.0, seed=0)[0])
+
+
+def test_a_sampled_gradient_follows_its_generator():
+    logits, ref_logits = policy_pair(VOCAB, 1.0)
+    first = sampled_gradient("k3", logits, ref_logits, 8, torch.Generator().manual_seed(3))
+    second = sampled_gradient("k3", logits, ref_logits, 8, torch.Generator().manual_seed(3))
+    assert torch.equal(first, second)

@@ -105,3 +105,23 @@ def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="sampler_weights"):
         grpo_loss(LEARNER.clone().requires_grad_(), None, torch.ones(2), MASK,
                   sampler_weights=torch.ones(3))
+
+
+def test_the_band_is_closed_and_either_side_may_be_open():
+    same = LEARNER.clone()  # every ratio exactly 1
+    for mode in ("token_mask", "sequence_mask"):
+        assert torch.all(sampler_weights(LEARNER, same, MASK, mode, clip_min=1.0,
+                                         clip_max=1.0) == 1), mode  # on the edge: kept
+    open_top = sampler_weights(LEARNER, SAMPLER, MASK, "token_mask", clip_min=0.5, clip_max=None)
+    assert open_top[0, 2] == pytest.approx(math.exp(0.2)) and open_top[0, 1] == 0
+
+
+def test_the_summary_defaults_to_a_factor_of_two_and_the_edge_is_not_past_it():
+    learner = torch.tensor([[math.log(2.0), 0.0]], dtype=torch.float64)
+    sampler = torch.zeros(1, 2, dtype=torch.float64)
+    mask = torch.ones(1, 2)
+    summary = mismatch_summary(learner, sampler, mask)
+    assert summary["share_past"] == 0.0  # a ratio of exactly 2 is inside [1/2, 2]
+    assert summary == mismatch_summary(learner, sampler, mask, threshold=2.0)
+    assert summary["sequence_log_ratio_sd"] == 0.0  # one completion: no spread
+    assert mismatch_summary(learner * 1.01, sampler, mask)["share_past"] == 0.5

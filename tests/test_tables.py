@@ -54,3 +54,45 @@ def test_the_front_end_gets_html_and_text_gets_the_plain_form():
 def test_a_width_too_small_for_a_label_is_refused():
     with pytest.raises(ValueError, match="at least 20"):
         plain_table(wide_frame(), width=10)
+
+
+def test_the_width_is_kept_to_the_character():
+    frame = pd.DataFrame({"note": ["x" * 30]})
+    exact = len(max(frame.to_string().splitlines(), key=len))
+    assert plain_table(frame, width=exact) == frame.to_string()  # exactly the width: as is
+    assert plain_table(frame, width=exact - 1) != frame.to_string()
+    assert plain_table(frame, width=20)  # the narrowest accepted
+    with pytest.raises(ValueError):
+        plain_table(frame, width=19)
+
+
+def test_blocks_wrap_between_words_with_an_indent_and_keep_long_labels_whole():
+    label = "a row label of more than seventy characters, which a default wrap would split"
+    value = "word-with-hyphens " * 12
+    frame = pd.DataFrame({"why": {label: value}, "more": {label: "x" * 150}})
+    lines = plain_table(frame).splitlines()
+    assert lines[0] == label  # 78 characters, within the width of 100: one line
+    why = [line for line in lines if "word-with-hyphens" in line]
+    assert len(why) > 1 and why[0].startswith("  why: ")
+    assert all(line.startswith("      ") for line in why[1:])
+    assert all(w == "word-with-hyphens" for line in why for w in line.split()[1 if line.startswith("  why") else 0:])
+
+
+def test_an_empty_label_starts_its_block_with_an_empty_line():
+    frame = pd.DataFrame({"note": {"": "y " * 80}})
+    assert plain_table(frame).splitlines()[0] == ""
+
+
+def test_the_displayed_table_keeps_its_width():
+    from IPython.core.formatters import DisplayFormatter
+
+    formats, _ = DisplayFormatter().format(show_table(wide_frame(), width=40))
+    assert max(len(line) for line in formats["text/plain"].splitlines()) <= 40
+
+
+def test_a_hyphenated_word_at_the_end_of_a_line_is_not_split():
+    frame = pd.DataFrame({"why": {"row": "x" * 83 + " sampler-learner-mismatch"},
+                          "more": {"row": "y" * 150}})
+    lines = plain_table(frame).splitlines()
+    assert "      sampler-learner-mismatch" in lines
+    assert not [line for line in lines if line.endswith("-")]
