@@ -154,3 +154,12 @@ def test_finished_runs_wait_apart_until_the_whole_plan_is_promoted(runs, monkeyp
     assert record_runs.promote(commit) == ["a-cpu", "b-cpu"]
     assert (runs / "a-cpu" / "metrics.jsonl").read_text() == '{"step": 40}\n'
     assert (runs / "b-cpu" / "config.json").exists() and not (runs / "recording" / "a-cpu").exists()
+
+
+def test_record_runs_help_records_nothing(monkeypatch, capsys):
+    monkeypatch.setattr(record_runs, "worktree_for", lambda commit: pytest.fail("recorded"))
+    with pytest.raises(SystemExit) as stop:
+        record_runs.main(["--help"])
+    assert stop.value.code == 0 and "--promote" in capsys.readouterr().out
+    args = record_runs.parse_args(["--list", "exp2-k8-cpu"])
+    assert args.list and args.names == ["exp2-k8-cpu"] and not args.promote

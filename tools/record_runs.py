@@ -32,6 +32,7 @@ heavy job at a time: start it alone, in the background, with a log::
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shlex
@@ -178,25 +179,39 @@ def promote(commit: str) -> list[str]:
     return list(PLANNED)
 
 
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Record the course's across-seed runs, one at a time, every run of one "
+                    "comparison by one commit (see the module docstring).")
+    parser.add_argument("names", nargs="*", metavar="name",
+                        help="planned runs to record (default: every one, in order)")
+    parser.add_argument("--list", action="store_true",
+                        help="print each planned run's state and command; record nothing")
+    parser.add_argument("--commit", metavar="REV",
+                        help="first write REV's commit into tools/recording_commit.txt")
+    parser.add_argument("--promote", action="store_true",
+                        help="move the whole recorded plan into data/runs/")
+    return parser.parse_args(argv)
+
+
 def main(argv: list[str]) -> int:
-    if "--commit" in argv:
-        at = argv.index("--commit")
-        rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", argv[at + 1]],
+    args = parse_args(argv)
+    if args.commit:
+        rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", args.commit],
                              capture_output=True, text=True, check=True).stdout.strip()
         COMMIT_FILE.write_text("# every run of tools/record_runs.py is recorded by this commit\n"
                                f"{rev}\n")
-        del argv[at:at + 2]
-    names = [a for a in argv if not a.startswith("-")] or list(PLANNED)
+    names = args.names or list(PLANNED)
     unknown = [n for n in names if n not in PLANNED]
     if unknown:
         raise SystemExit(f"unknown runs {unknown}; planned: {list(PLANNED)}")
     commit = recording_commit()
-    if "--promote" in argv:
+    if args.promote:
         moved = promote(commit)
         print(f"moved {len(moved)} runs into {RUNS.relative_to(ROOT)}: rebuild notebooks 08, 09, "
               "11 and 12 (tools/notebooks.py build ...)")
         return 0
-    listing = "--list" in argv
+    listing = args.list
     worktree = WORKTREES / commit[:12] if listing else worktree_for(commit)
     for name in names:
         command = command_for(name)
