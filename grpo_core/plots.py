@@ -367,7 +367,7 @@ READING_PANELS: list[tuple[str, list[str], str | None]] = [
     ("completion length", ["completions/mean_length"], "completions/mean_chars"),
     (CUT_TITLE, ["completions/clipped_ratio"], None),
     (ZERO_STD_TITLE, ["frac_reward_zero_std"], None),
-    ("grad_norm", ["grad_norm"], None),
+    (METRIC_TITLES["grad_norm"], ["grad_norm"], None),
     ("entropy", ["entropy"], None),
     ("KL to the reference", ["kl"], None),
     (CLIP_TITLE, ["clip_ratio/region_mean"], None),

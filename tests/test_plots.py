@@ -252,3 +252,13 @@ def test_a_comparison_of_many_runs_keeps_every_line_apart():
     lines = fig.axes[0].lines
     styles = {(line.get_color(), line.get_linestyle()) for line in lines}
     assert len(lines) == 14 and len(styles) == 14  # 10 colours, then dashed
+
+
+def test_no_panel_is_titled_with_a_bare_metric_name():
+    """A learner reads words; the metric's name follows them in brackets."""
+    from grpo_core.plots import PANELS, READING_PANELS
+
+    for title, keys, right in [*PANELS, *READING_PANELS]:
+        bare = {*keys, *([right] if right else [])} - {"reward", "entropy"}  # words already
+        assert title not in bare, title
+    assert all(metric_title(key) != key for key in ("grad_norm", "kl", "frac_reward_zero_std"))
