@@ -410,8 +410,8 @@ EXPERIMENTS: dict[str, Callable[..., Experiment]] = {
 
 def device_settings(device: str) -> dict[str, Any]:
     """The ``TrainConfig`` fields the device decides beyond precision: on a CPU, eager attention
-    for the log-prob passes, measured faster there than SDPA's flash kernel (README, "Where the
-    time goes")."""
+    for the log-prob passes, measured faster there than SDPA's flash kernel
+    (docs/performance.md, "Where the time goes")."""
     return {"attn_implementation": "eager"} if device == "cpu" else {}
 
 

@@ -123,7 +123,7 @@ class TrainConfig:
         attn_implementation: the attention kernel of the log-prob passes (forward and
             backward), e.g. ``"eager"``; None keeps the model's. Sampling keeps the model's.
             On a CPU, plain matmuls (``"eager"``) run the backward of these short sequences
-            faster than SDPA's flash kernel (README, "Where the time goes").
+            faster than SDPA's flash kernel (docs/performance.md, "Where the time goes").
         loss_scaling: scale the loss before backward (``torch.amp.GradScaler``), for float16
             autocast, whose small range would underflow small gradients.
         gradient_checkpointing: recompute each layer's activations in the backward pass

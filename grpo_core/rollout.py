@@ -10,7 +10,7 @@ enough to read, and it draws each token by inverting the cumulative distribution
 uniform number per row (:func:`sample_next_token`). ``generate``'s ``torch.multinomial``
 draws one exponential number per vocabulary entry instead: about 30 ms per token for 16 rows
 of SmolLM2's 49,152-token vocabulary on a laptop CPU, a fifth of a decoding step
-(README, "Where the time goes"). Both sample exactly from ``softmax(logits / temperature)``.
+(docs/performance.md, "Where the time goes"). Both sample exactly from ``softmax(logits / temperature)``.
 """
 
 from __future__ import annotations
