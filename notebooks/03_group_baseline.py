@@ -135,8 +135,8 @@ table = pd.DataFrame(
 print(table.to_string())
 
 # %% [markdown]
-# - `group` divides each group by its own spread, so every group with any spread gets
-#   advantages of about ±1, whether its rewards differ by 2 or by 0.01.
+# - `group` divides each group by its own spread, so the advantages of every group with any
+#   spread have a standard deviation of about 1, whether its rewards differ by 2 or by 0.01.
 # - `batch` divides by the spread of the whole batch: a group whose rewards barely differ gets
 #   small advantages.
 # - `none` (Dr. GRPO) keeps the reward's units.
@@ -401,8 +401,8 @@ model.zero_grad(set_to_none=True)
 # look like: the β = 0.04 run of notebook 07 logs a far smaller KL per token over its first
 # steps, and reaches values this large only after its completions have become much shorter. Two things
 # make it large here.
-# First, AdamW's first steps (eq. (3.3)) move *every* weight by about η in the direction of its
-# gradient's sign, however small the gradient (m̂/√v̂ ≈ ±1): (b) moved all of the model's weights at
+# First, AdamW's first steps (eq. (3.3)) move *every* weight by about η, against the sign of
+# its gradient, however small the gradient (m̂/√v̂ ≈ ±1): (b) moved all of the model's weights at
 # once, a far larger change than SGD at the same η. Second, k3 = e^{−x} + x − 1 grows
 # exponentially where the policy *lowered* a sampled token's probability (x < 0): one token
 # whose log-prob fell by 5 nats contributes e⁵ − 6 ≈ 142, so the mean per token is dominated by
@@ -460,10 +460,10 @@ print(f"\nthe value head itself: {count(value_head)} parameters; the group mean:
       f"k = {profile.group_size} additions and one division per group")
 
 # %% [markdown]
-# Dropping the critic removes about as many weights as the policy has (the whole backbone:
-# with tied embeddings, every weight of the policy but none of its own), their gradients and optimizer state, and the
-# critic's own forward and backward passes every step. The price: GRPO needs k > 1 samples per
-# prompt to have a baseline at all, and a group with no variation teaches nothing, as
+# Dropping the critic removes about as many weights as the policy has (the whole backbone,
+# which with tied embeddings holds every weight of the policy, plus a scalar head of 577),
+# their gradients and optimizer state, and the critic's own forward and backward passes every
+# step. The price: GRPO needs k > 1 samples per prompt to have a baseline at all, and a group with no variation teaches nothing, as
 # section 3 measured.
 
 # %% [markdown]

@@ -230,10 +230,9 @@ assert on_policy_ratio.eq(1.0).all() and metrics["clip_ratio/region_mean"] == 0.
 # left the band on the side their advantage pushes.
 #
 # The learning rate here is 10⁻⁶ (the `gpu` profile's), smaller than the `cpu` profile's
-# 2·10⁻⁵: AdamW's first steps move every weight by about η in the direction of its gradient,
-# and on one small batch the larger rate can push most tokens out of the band in a single
-# step. Try
-# `reuse_lr = profile.learning_rate` and watch the clip fraction jump at once.
+# 2·10⁻⁵: AdamW's first steps move every weight by about η, against the sign of its gradient,
+# so a larger rate moves the ratios further from 1 at every step. Try
+# `reuse_lr = profile.learning_rate` and compare the clip fractions.
 
 # %%
 reuse_lr = 1e-6
@@ -317,6 +316,8 @@ plt.show()
 # | β | the KL weight; TRL's default is 0.0 |
 # | ρ·k3 | TRL multiplies k3 by the ratio (`use_bias_correction_kl=True`, its default); see below |
 #
+# Then `grpo_loss` aggregates ℓ over tokens and completions (`loss_type`, as TRL does).
+#
 # Two facts about k3 that are easy to mix up. Its **value** is an unbiased estimate of the KL:
 # averaged over tokens sampled from π_θ, E[k3] = KL(π_θ ‖ π_ref). Its **gradient**, used as a
 # loss, is not the KL's gradient: on sampled tokens ∇k3 = (1 − e^{−x}) ∇ log π_θ, whose mean is
@@ -326,7 +327,6 @@ plt.show()
 # = x ∇ log π_θ, whose mean is exactly ∇ KL(π_θ ‖ π_ref) (TRL's `use_bias_correction_kl`
 # docstring; DeepSeek-V3.2). On a toy distribution of 5 tokens, exact expectations instead of
 # samples:
-# Then `grpo_loss` aggregates ℓ over tokens and completions (`loss_type`, as TRL does).
 
 # %%
 from grpo_core.loss import kl_k3
@@ -632,8 +632,8 @@ for reuse in (1, 2, 4):
 # - **Generation** produces one token at a time. Each new token is a forward pass over the whole
 #   model for only B rows, so it is bound by reading all the weights from memory (about 540 MB in
 #   float32 here) once per token, not by arithmetic. That is the ideal; in float32 on a
-#   2-core CPU, 16 rows are already enough arithmetic (16 × 2 × 135 M multiply-adds per token)
-#   to take longer than the reading, so a decoding step costs about in proportion to its rows.
+#   2-core CPU, 16 rows are already enough arithmetic (16 × 2 × 135 M floating-point
+#   operations per token) to take longer than the reading, so a decoding step costs about in proportion to its rows.
 #   `sample_group` uses that: it runs the prompt pass once per distinct prompt (a group's k
 #   rows share it) and drops a completion from the batch as soon as it ends, so a group whose
 #   answers are short no longer pays for its longest one on every row (the same draws, the

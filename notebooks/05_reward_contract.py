@@ -16,8 +16,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/grpo-from-scratch/grpo-course/blob/main/notebooks/05_reward_contract.ipynb)
 #
-# **Needs:** a CPU is enough (the model part is short). **Takes:** a short notebook (the model
-# part is short). The start page lists its measured time and peak memory (`cpu` profile, with
+# **Needs:** a CPU is enough (the model part is short). **Takes:** a short notebook. The
+# start page lists its measured time and peak memory (`cpu` profile, with
 # the machine it was measured on); `smoke` runs every cell in seconds. Not yet measured on a
 # GPU.
 #
@@ -258,11 +258,12 @@ for text, total, advantage in zip(rollout.texts, totals, advantages, strict=True
 print(f"\ngroup rewards {totals.tolist()}  ->  all advantages zero: {bool((advantages == 0).all())}")
 
 # %% [markdown]
-# With a small model and a short completion budget the format is usually missed by every
-# completion, so every reward is 0 and every advantage is exactly 0 ("too hard" in the
-# lecture's picture). Change the contract and the same samples give a signal. A reward that
-# pays something for *partial* success, here the format alone, or one that measures something
-# every completion has, such as its length (experiment 1), varies within the group:
+# Here every completion of the group missed the format (a small model, a short completion
+# budget), so every reward is 0 and every advantage is exactly 0 ("too hard" in the lecture's
+# picture). Partial credit would not help with these samples: the format reward alone is 0
+# for each of them too (a total of 0 means both parts are 0). Change the contract to one that
+# measures something every completion has, such as its length (experiment 1), and the same
+# samples give a signal: it varies within the group.
 
 # %%
 from grpo_core.rewards import length_reward

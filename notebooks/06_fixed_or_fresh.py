@@ -403,8 +403,10 @@ print(f"  preferred {(after_chosen - ref_chosen).mean().item():+.2f}, "
 
 # %% [markdown]
 # DPO widens the margin between the two completions of each pair, which is all its loss asks.
-# Whether that happens by raising the preferred one or by lowering both (a common observation
-# in DPO runs) is not controlled by the loss: only the difference is.
+# In this run the preferred completions rose (+23.72 on average) and the others fell much
+# further (−75.53). The loss does not control that split, only the difference: lowering both
+# completions, the preferred one less, would satisfy it as well (a common observation in DPO
+# runs).
 
 # %%
 del dpo_model, grpo_model, result

@@ -91,8 +91,9 @@ print(inspect.getsource(make_length_reward))
 # %% [markdown]
 # A toy group of four completions for one prompt: the reward of each, and the advantage GRPO
 # gives it, $A_i = (r_i - \mathrm{mean}(r)) / (\mathrm{std}(r) + 10^{-4})$ (notebook 03).
-# Only the completion closest to 20 characters is pushed up; the others are pushed down, the
-# farthest the hardest.
+# Every completion whose reward beats the group's mean is pushed up, here three of the four,
+# the one closest to 20 characters the hardest; only the 86-character one, far below the mean,
+# is pushed down.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -205,15 +206,15 @@ print(f"mean |len - 20|: {before:.1f} -> {after:.1f} characters")
 # %% [markdown]
 # Look at *what* it writes, not only how long. Nothing in the reward asks for an answer to
 # the question, so nothing keeps one: the model has learned exactly the number it was given.
-# Run much longer and every completion, whatever the prompt, tends to become the same short
-# phrase: the reward is satisfied and the model is useless. That is **collapse**. The curves
-# that show it are the entropy falling toward zero and `frac_reward_zero_std` rising toward one
+# The reward would not object either if every completion, whatever the prompt, became the
+# same short phrase: it would be satisfied and the model useless. That is **collapse**. The
+# curves that show it are the entropy falling toward zero and `frac_reward_zero_std` rising toward one
 # (every completion of a group the same, so every reward ties); `diagnose` reads both
 # (notebook 11). They show it once it is under way, not long before: in the 30-step run
 # recorded at the end of this notebook `frac_reward_zero_std` is zero at every step (the
 # lengths still differ within every group, so no rewards tie), and the entropy first *rises*
-# as the model leaves its usual answers and falls only over the last steps. The recorded run's
-# cell prints both.
+# as the model leaves its usual answers, then falls to end below where it started. The
+# recorded run's cell prints both.
 
 # %% [markdown]
 # ## The sign flip: GRPO optimizes exactly the number you return
@@ -368,8 +369,8 @@ if beta_runs:
 # spread between seeds). At β = 0.04 the KL rises as the length falls, and `diagnose` flags
 # it as a blow-up (its rule: 1 per token, or ten times the recent median), naming the length
 # reward as rising with it. Here that is the intended move, not a hack: the reward asks for
-# texts ten times shorter than the model's habit, far from the reference by construction,
-# and the KL measures exactly how far. Against β = 0 the reward ends lower and, in these two
+# texts more than ten times shorter than the model's habit, far from the reference by
+# construction, and the KL measures exactly how far. Against β = 0 the reward ends lower and, in these two
 # runs, the entropy higher; read that entropy gap as one run's, not as an effect of β: the
 # line under the table prints the live β = 0 run of this notebook (same setting, today's
 # build), whose entropy need not end where the recorded β = 0 run's does. At

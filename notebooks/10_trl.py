@@ -323,10 +323,10 @@ print(f"{len(trl_records)} steps; TRL's step_time per step (s): "
       f"{[round(r['step_time'], 1) for r in trl_records]}")
 
 # %% [markdown]
-# The curves have the same panels as notebook 07's, because TRL logs the same names. Two
-# panels stay empty or flat, as they should: `kl` (β = 0 computes none) and the clip ratio (ρ = 1,
-# nothing to clip). Step by step, the reward (minus the mean distance from 20 characters) and
-# the completion length in tokens:
+# The curves have the same panels as notebook 07's, because TRL logs the same names. As
+# there, the KL panel is left out (β = 0 computes no `kl`, so none is logged), and the clip
+# ratio is 0 at every step (ρ = 1, nothing to clip). Step by step, the reward (minus
+# the mean distance from 20 characters) and the completion length in tokens:
 
 # %%
 for record in trl_records:
@@ -525,10 +525,9 @@ for path in sorted((repo / "scripts" / "accelerate").glob("*.yaml")):
 #
 # `tests/test_scale_out.py` runs the first command for 2 steps and checks that both processes
 # sampled different completions yet finished with bit-identical weights (a SHA-256 of every
-# parameter): the gradient averaging is what keeps them equal. On the course's 2-core machine,
-# shared with other jobs, that run took under a minute from launch to exit (longer when the
-# machine was busier): both processes importing the libraries, loading the model and training 2 steps
-# of 2 completions x 8 tokens each.
+# parameter): the gradient averaging is what keeps them equal. The run is small: both
+# processes import the libraries, load the model and train 2 steps of 2 completions x 8
+# tokens each.
 #
 # Asked for something that is not installed (`--use-vllm` without vLLM, a ZeRO config
 # without DeepSpeed), the script stops with one line saying what to install or drop. Its
