@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import platform
 import sys
+import textwrap
 from importlib import metadata
 
 # the distributions whose versions matter for reproducing a run
@@ -42,32 +43,45 @@ def in_colab() -> bool:
     return "google.colab" in sys.modules
 
 
+REPORT_WIDTH = 100  # characters: a notebook's output area on a laptop, without wrapping mid-word
+LABEL_WIDTH = 14
+
+
+def report_line(label: str, text: str) -> str:
+    """``label`` and ``text`` as one report entry, wrapped between words at
+    :data:`REPORT_WIDTH` characters, continuation lines indented under the text."""
+    return textwrap.fill(text, REPORT_WIDTH, initial_indent=f"{label:<{LABEL_WIDTH}}",
+                         subsequent_indent=" " * LABEL_WIDTH, break_long_words=False,
+                         break_on_hyphens=False)
+
+
 def environment_report(profile_name: str | None = None) -> str:
-    """A short multi-line report: Python, package versions, the profile and why, the device."""
+    """A short multi-line report: Python, package versions, the profile and why, the device;
+    no line longer than :data:`REPORT_WIDTH` but a single word that is."""
     from grpo_core.precision import precision_plan
     from grpo_core.profiles import cuda_available, get_profile
 
     venv = "a virtual environment" if sys.prefix != sys.base_prefix else "no virtual environment"
-    lines = [f"python        {platform.python_version()} ({venv})"]
+    lines = [report_line("python", f"{platform.python_version()} ({venv})")]
     for name, version in package_versions().items():
-        lines.append(f"{name:<13} {version or 'not installed'}")
+        lines.append(report_line(name, version or "not installed"))
     profile = get_profile(profile_name)
-    lines.append(f"profile       {profile.name} ({profile.reason})")
-    lines.append(f"model         {profile.model_id} [{profile.model_source}]")
+    lines.append(report_line("profile", f"{profile.name} ({profile.reason})"))
+    lines.append(report_line("model", f"{profile.model_id} [{profile.model_source}]"))
     cuda = cuda_available()
     device = "cuda" if cuda else "cpu"
     if cuda:
         import torch
 
         device += f" ({torch.cuda.get_device_name(0)})"
-    lines.append(f"device        {device}")
+    lines.append(report_line("device", device))
     if profile.device == "cuda" and not cuda:
-        lines.append("precision     none: the profile needs a CUDA device and torch sees none")
+        lines.append(report_line("precision",
+                                 "none: the profile needs a CUDA device and torch sees none"))
     else:
         plan = precision_plan(profile)
-        lines.append(f"precision     {plan.describe()}")
-        lines.append(f"              ({plan.reason})")
-    lines.append(f"colab         {in_colab()}")
+        lines.append(report_line("precision", f"{plan.describe()} ({plan.reason})"))
+    lines.append(report_line("colab", str(in_colab())))
     return "\n".join(lines)
 
 

@@ -234,7 +234,7 @@ def token_weights(
     max_completion_length: int | None = None,
     num_items_in_batch: int | Tensor | None = None,
 ) -> Tensor:
-    """How much each token counts in the loss: ``w`` with ``loss = sum_{i,t} w_{i,t} l_{i,t}`` (notebook 02, eq. (2.5)).
+    """How much each token counts in the loss: ``w`` with ``loss = sum_{i,t} w_{i,t} l_{i,t}`` (notebook 04, eq. (4.5)).
 
     On-policy with beta = 0 the per-token loss is ``l_{i,t} = -A_i log pi(o_{i,t})`` in
     gradient, so ``d loss / d log pi(o_{i,t}) = -A_i w_{i,t}``: the weight is how hard a unit of

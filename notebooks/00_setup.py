@@ -108,6 +108,7 @@ print(table.to_string())
 
 # %%
 import inspect
+import textwrap
 import time
 
 import torch
@@ -125,74 +126,17 @@ print(f"padding side: {tokenizer.padding_side}, pad token: {tokenizer.pad_token!
 # %% [markdown]
 # ## The precision plan
 #
-# The weights are always **float32**. Half precision (bfloat16 or float16) is what makes
-# matrix multiplications fast on a GPU or on a CPU with bfloat16 instructions, but it is a
-# bad place to *keep* weights that are being trained. bfloat16 keeps 8 significant bits: next
-# to a weight of 0.02 the nearest other bfloat16 number is about $10^{-4}$ away, so an
-# optimizer step of $10^{-6}$ (the `gpu` profile's learning rate) rounds back to the same
-# weight and nothing is learned:
+# How this machine trains: which number format the matrix products use, and what the
+# rollouts are sampled from. You need nothing of it before notebook 04; the last section of
+# this notebook, *Your machine*, explains each part.
 
 # %%
-weight, update = torch.tensor(0.02), 1e-6
-for dtype in (torch.float32, torch.bfloat16):
-    stored = weight.to(dtype)
-    print(f"{str(dtype):>15}: {stored.item():.8f} + {update:g} -> {(stored + update).item():.8f}, "
-          f"changed: {bool(stored + update != stored)}")
-
-# %% [markdown]
-# So the course trains float32 **master weights** and runs the forward and backward passes
-# under **autocast**, which does the matmuls in half precision. One function,
-# `precision_plan(profile)`, decides the plan from the device and what was asked for, and
-# every caller applies the same plan: `load_policy` gives the float32 weights,
-# `TrainConfig.from_profile` the autocast, the command line and the TRL notebook take both
-# from it. Its parts:
-#
-# | part | what it does |
-# |---|---|
-# | autocast | the dtype of the matmuls (bfloat16, float16, or off) |
-# | loss scaling | with float16 only: float16's small range would flush small gradients to zero, so the loss is multiplied up before `backward` and the gradients divided back (`torch.amp.GradScaler`) |
-# | sampling copy | on a CPU, rollouts come from a copy of the policy whose linear layers are packed once per update for the CPU's kernel (notebook 04, section 6): in bfloat16 where the CPU has the instructions (decoding reads every weight once per token, so half the bytes is close to half the time), else in float32 |
-#
-# Force another plan with the environment variable `GRPO_PRECISION` (`auto`, `bfloat16`,
-# `float16`, `float32`) before starting Jupyter, or `--precision` on the command line. This
-# machine's plan, and why:
-
-# %%
+from grpo_core.environment import report_line
 from grpo_core.precision import choose_precision, precision_plan
 
 plan = precision_plan(profile)
-print(plan.describe())
-print("why:", plan.reason)
-
-# %% [markdown]
-# What `auto` picks on other machines (the same function, told what the device can do):
-
-# %%
-# NBVAL_CHECK_OUTPUT
-devices = {  # name: (device, compute capability, bfloat16 support)
-    "CPU without bfloat16 instructions (most laptops)": ("cpu", None, False),
-    "CPU with AMX or AVX512-BF16": ("cpu", None, True),
-    "T4 (Colab's free GPU)": ("cuda", (7, 5), False),
-    "L4": ("cuda", (8, 9), True),
-    "A100 / H100": ("cuda", (8, 0), True),
-}
-# on a CPU, where torch can pack linear weights for its kernel (grpo_core.packed)
-can_pack = {"cpu": frozenset({"float32", "bfloat16"}), "cuda": frozenset()}
-plans = {name: choose_precision(device, capability=capability, bf16_supported=bf16, name=name,
-                                packing=can_pack[device])
-         for name, (device, capability, bf16) in devices.items()}
-
-
-def sampling_copy(plan) -> str:
-    if plan.sampling_dtype is None:
-        return "the policy"
-    return f"{plan.sampling_dtype}{', packed' if plan.sampling_packed else ''}"
-
-
-print(pd.DataFrame({name: {"autocast": plan.autocast or "off",
-                           "loss scaling": plan.loss_scaling,
-                           "sampling copy": sampling_copy(plan)}
-                    for name, plan in plans.items()}).T.to_string())
+print(report_line("plan:", plan.describe()))
+print(report_line("why:", plan.reason))
 
 # %% [markdown]
 # ## One sampled completion
@@ -225,7 +169,9 @@ rollout = sample_group(
 )
 print(f"sampled {int(rollout.lengths[0])} tokens in {time.perf_counter() - start:.1f} s")
 print(f"truncated at max_new_tokens={profile.max_new_tokens}: {bool(rollout.truncated[0])}")
-print("completion:", rollout.texts[0])
+print("completion:")
+for line in rollout.texts[0].splitlines():  # the model's own lines, each wrapped between words
+    print(textwrap.fill(line, 100, break_long_words=False) if line else "")
 
 # %% [markdown]
 # This is the code that sampled it: the course's own decoding loop (`decode_until`: one
@@ -235,6 +181,72 @@ print("completion:", rollout.texts[0])
 
 # %%
 print(inspect.getsource(sample_group))
+
+# %% [markdown]
+# ## Your machine: the precision plan, explained
+#
+# The plan printed near the top of this notebook, part by part. The weights are always
+# **float32**. Half precision (bfloat16 or float16) is what makes
+# matrix multiplications fast on a GPU or on a CPU with bfloat16 instructions, but it is a
+# bad place to *keep* weights that are being trained. bfloat16 keeps 8 significant bits: next
+# to a weight of 0.02 the nearest other bfloat16 number is about $10^{-4}$ away, so an
+# optimizer step of $10^{-6}$ (the `gpu` profile's learning rate) rounds back to the same
+# weight and nothing is learned:
+
+# %%
+weight, update = torch.tensor(0.02), 1e-6
+for dtype in (torch.float32, torch.bfloat16):
+    stored = weight.to(dtype)
+    print(f"{str(dtype):>15}: {stored.item():.8f} + {update:g} -> {(stored + update).item():.8f}, "
+          f"changed: {bool(stored + update != stored)}")
+
+# %% [markdown]
+# So the course trains float32 **master weights** and runs the forward and backward passes
+# under **autocast**, which does the matmuls in half precision. One function,
+# `precision_plan(profile)`, decides the plan from the device and what was asked for, and
+# every caller applies the same plan: `load_policy` gives the float32 weights,
+# `TrainConfig.from_profile` the autocast, the command line and the TRL notebook take both
+# from it. Its parts:
+#
+# | part | what it does |
+# |---|---|
+# | autocast | the dtype of the matmuls (bfloat16, float16, or off) |
+# | loss scaling | with float16 only: float16's small range would flush small gradients to zero, so the loss is multiplied up before `backward` and the gradients divided back (`torch.amp.GradScaler`) |
+# | sampling copy | on a CPU, rollouts come from a copy of the policy whose linear layers are packed once per update for the CPU's kernel (notebook 04, section 6): in bfloat16 where the CPU has the instructions (decoding reads every weight once per token, so half the bytes is close to half the time), else in float32 |
+#
+# Force another plan with the environment variable `GRPO_PRECISION` (`auto`, `bfloat16`,
+# `float16`, `float32`) before starting Jupyter, or `--precision` on the command line.
+#
+
+# %% [markdown]
+# What `auto` picks on other machines (the same function, told what the device can do):
+
+# %%
+# NBVAL_CHECK_OUTPUT
+devices = {  # name: (device, compute capability, bfloat16 support)
+    "CPU without bfloat16 instructions (most laptops)": ("cpu", None, False),
+    "CPU with AMX or AVX512-BF16": ("cpu", None, True),
+    "T4 (Colab's free GPU)": ("cuda", (7, 5), False),
+    "L4": ("cuda", (8, 9), True),
+    "A100 / H100": ("cuda", (8, 0), True),
+}
+# on a CPU, where torch can pack linear weights for its kernel (grpo_core.packed)
+can_pack = {"cpu": frozenset({"float32", "bfloat16"}), "cuda": frozenset()}
+plans = {name: choose_precision(device, capability=capability, bf16_supported=bf16, name=name,
+                                packing=can_pack[device])
+         for name, (device, capability, bf16) in devices.items()}
+
+
+def sampling_copy(plan) -> str:
+    if plan.sampling_dtype is None:
+        return "the policy"
+    return f"{plan.sampling_dtype}{', packed' if plan.sampling_packed else ''}"
+
+
+print(pd.DataFrame({name: {"autocast": plan.autocast or "off",
+                           "loss scaling": plan.loss_scaling,
+                           "sampling copy": sampling_copy(plan)}
+                    for name, plan in plans.items()}).T.to_string())
 
 # %% [markdown]
 # ## Exercises
@@ -269,7 +281,7 @@ check("00.group_of_four", my_rollout)
 # - A profile (`cpu`, `smoke`, `gpu`) changes the model and the numbers, never which functions
 #   run.
 # - The precision plan says what this machine trains in and why; every plan keeps float32 master
-#   weights.
+#   weights (the last section explains its parts).
 # - One completion sampled with the course's own decoding loop, and the mask that ends it at its
 #   first end-of-sequence token.
 #

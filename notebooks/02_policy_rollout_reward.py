@@ -466,7 +466,7 @@ for row in token_change_summary(token_change, comp_mask, advantages):
 # positive advantage that opens like a long, heavily penalised one can be dragged down with
 # it: under the lecture's sum, which this step ran, a long completion has many tokens, so its
 # term weighs more (under `loss_type="grpo"`, which the training runs use, every completion
-# weighs the same: section 7). If a row with A > 0 fell in
+# weighs the same: notebook 04, section 6). If a row with A > 0 fell in
 # your run, compare its first words with those of the rows with A < 0. What the step
 # guarantees, for a small enough η, is the last line: the advantage-weighted sum of the
 # changes is positive, because that sum is the loss going down.
@@ -539,92 +539,6 @@ print(f"\nbest completion rose in {int((rounds['best change'] > 0).sum())} of {l
 # That was one round: policy → rollout → reward → advantages → log-probs → loss → step.
 # `grpo_core.loop.train` repeats it (notebook 07); notebook 04 adds what changes when a
 # rollout is reused for several steps.
-
-# %% [markdown]
-# ## 7. Which loss? The lecture's sum, and the mean every run uses
-#
-# The box of section 4 sums each completion's token log-probs (eq. (2.3)) and averages over
-# completions, so every token of every completion gets the same push per unit of advantage,
-# 1/k: a completion counts in proportion to its number of tokens. That is what this
-# notebook's step ran (`policy_gradient_loss`), and the sense in which a long completion
-# "weighs more" in section 5. The training loop (notebooks 04, 07–11) and TRL instead reduce
-# a per-token loss in one of four ways, `loss_type`. Each is a weighted sum over tokens; on
-# policy with β = 0 its gradient with respect to one token's log-prob is minus the advantage
-# times that token's weight:
-#
-# $$\mathcal{L} = -\sum_{i=1}^{B}\sum_{t=1}^{|o_i|} w_{i,t}\,A_i\,\log\pi_\theta(o_{i,t}\mid x, o_{i,<t}),
-# \qquad \frac{\partial\mathcal{L}}{\partial\log\pi_\theta(o_{i,t}\mid\cdot)} = -A_i\,w_{i,t} \tag{2.5}$$
-#
-# | `loss_type` | wᵢ,ₜ (one token) | Σₜ wᵢ,ₜ (one completion) | where |
-# |---|---|---|---|
-# | `sum` | 1/B | \|oᵢ\|/B | the lecture's box; this notebook's step and notebook 06's toy |
-# | `grpo` | 1/(B·\|oᵢ\|) | 1/B | **every training run of the course** (`TrainConfig`'s default); the GRPO paper's 1/G Σᵢ 1/\|oᵢ\| Σₜ |
-# | `bnpo` | 1/N | \|oᵢ\|/N | token mean over this micro-batch |
-# | `dr_grpo` | 1/(B·L) | \|oᵢ\|/(B·L) | Dr. GRPO (Liu et al., 2025) |
-# | `dapo` | 1/N_gen | \|oᵢ\|/N_gen | DAPO (Yu et al., 2025); **TRL 1.16's default** |
-#
-# | symbol | meaning |
-# |---|---|
-# | B | completions in the batch (here k, one group) |
-# | \|oᵢ\| | completion i's number of tokens (its mask's sum) |
-# | N, N_gen | completion tokens in this micro-batch, in the whole generation batch (equal here) |
-# | L | `max_completion_length`, the token budget |
-#
-# Only two shapes are really different. The lecture's sum is Dr. GRPO's loss times the
-# constant L, and `bnpo`/`dapo` are the sum times the constant B/N of one batch: all four push
-# every token equally. `grpo` divides by each completion's own length, so a token of a short
-# completion is pushed |o_long|/|o_short| times harder than a token of a long one: 2.6x on
-# this notebook's batch below, whose completions have 25 to 64 tokens. Every run uses `grpo` because it is the
-# objective of the GRPO paper (DeepSeekMath, Shao et al., 2024, eq. (3)) that the lecture's
-# name refers to, and TRL's `loss_type="grpo"` computes it exactly (notebook 10 compares the
-# two on one batch; `tests/test_trl_parity.py` checks them to 10⁻⁶). Its known cost, which
-# Dr. GRPO and TRL's own documentation point out: a long wrong completion is penalised less per token, and a short right one is rewarded more, a bias
-# toward length that `dr_grpo` and `dapo` remove. `token_weights` gives wᵢ,ₜ for each:
-
-# %%
-from grpo_core.loss import WEIGHTINGS, grpo_loss, token_weights
-
-print(inspect.getsource(token_weights))
-
-# %% [markdown]
-# On this notebook's real batch (the group of section 4, its real mask and advantages), the
-# weights, checked against autograd through `grpo_loss` itself for the four `loss_type`s
-# (`bnpo` and `dapo` coincide here: one micro-batch is the whole generation batch):
-
-# %%
-lengths_i = comp_mask.sum(dim=1)
-weights = {kind: token_weights(comp_mask, kind) for kind in WEIGHTINGS}
-for kind in WEIGHTINGS[1:]:
-    probe = token_logp.detach().clone().requires_grad_(True)
-    grpo_loss(probe, None, advantages, comp_mask, loss_type=kind)[0].backward()
-    assert torch.allclose(probe.grad, -advantages[:, None] * weights[kind], atol=1e-7), kind
-print("d loss / d log pi(token) = -A_i * w_it for", ", ".join(WEIGHTINGS[1:]))
-
-push = pd.DataFrame({"tokens |o_i|": lengths_i.tolist(), "advantage": advantages.tolist()})
-for kind in WEIGHTINGS:
-    # how hard one completion is pushed: its advantage times its total weight, x B for scale
-    push[f"{kind}: completion"] = (advantages * weights[kind].sum(dim=1) * k).tolist()
-print(push.round(3).to_string())
-print(f"\nlongest / shortest completion here: {int(lengths_i.max())} / {int(lengths_i.min())} "
-      f"tokens: under grpo a token of the shortest is pushed "
-      f"{(lengths_i.max() / lengths_i.min().clamp(min=1)).item():.1f}x harder than one of the "
-      "longest; under the other four, equally hard")
-
-# %%
-fig, (per_token, per_completion) = plt.subplots(1, 2, figsize=(9, 3.4), dpi=DPI)
-order = torch.argsort(lengths_i)
-for kind, marker in zip(WEIGHTINGS, "os^vD", strict=True):
-    token_weight = (weights[kind].sum(1) / lengths_i.clamp(min=1) * k)[order]
-    per_token.plot(lengths_i[order].numpy(), token_weight.numpy(), marker=marker, label=kind)
-    per_completion.plot(lengths_i[order].numpy(), (weights[kind].sum(1) * k)[order].numpy(),
-                        marker=marker, label=kind)
-per_token.set(xlabel="completion length |o_i| (tokens)", ylabel="B x w_it",
-              title="push on each token, per unit of A", yscale="log")
-per_completion.set(xlabel="completion length |o_i| (tokens)", ylabel="B x sum_t w_it",
-                   title="push on each completion, per unit of A", yscale="log")
-per_completion.legend(fontsize=8)
-fig.tight_layout()
-plt.show()
 
 # %% [markdown]
 # ## Exercises

@@ -38,7 +38,9 @@
 # 4. the KL penalty (k3 estimator) and β in a widget; β = 0 needs no reference model, with the
 #    memory measured with and without one; with LoRA the reference is the base model with the
 #    adapters off, so β > 0 needs no second copy either;
-# 5. how long generation takes against the update, on this machine.
+# 5. which loss: the lecture's sum over tokens against the per-completion mean every run uses,
+#    and TRL's other `loss_type`s, token by token;
+# 6. how long generation takes against the update, on this machine.
 
 # %%
 # Colab only: fetch the course and install what the runtime lacks, keeping every package Colab
@@ -221,7 +223,7 @@ assert on_policy_ratio.eq(1.0).all() and metrics["clip_ratio/region_mean"] == 0.
 # %% [markdown]
 # The ratio is 1 for every token, so clip(ρ) = ρ and the min picks either term: at the first
 # step the clip does nothing, and the loss is the lecture's one-step loss, its tokens averaged
-# per completion (`loss_type="grpo"`) instead of summed (notebook 02, section 7).
+# per completion (`loss_type="grpo"`) instead of summed (section 6).
 #
 # ## 4. Reuse one rollout for 4 updates
 #
@@ -502,7 +504,96 @@ del base, policy, lora_optimizer, lora_ref, lora_logps, lora_loss, moved, base_l
 _ = gc.collect()
 
 # %% [markdown]
-# ## 6. Generation is the slow part
+# ## 6. Which loss? The lecture's sum, and the mean every run uses
+#
+# Eq. (4.4) gives a loss ℓ per token; how the tokens add up into one number decides how hard
+# each completion is pushed. The lecture's box (notebook 02, section 4) sums each completion's
+# token log-probs (eq. (2.3)) and averages over completions, so every token of every
+# completion gets the same push per unit of advantage, 1/k: a completion counts in proportion
+# to its number of tokens. That is what notebook 02's step ran (`policy_gradient_loss`), and
+# the sense in which a long completion "weighs more" there. The training loop (notebooks 07–11)
+# and TRL instead reduce the per-token loss in one of four ways, `loss_type`. Each is a
+# weighted sum over tokens; on policy with β = 0 its gradient with respect to one token's
+# log-prob is minus the advantage times that token's weight:
+#
+# $$\mathcal{L} = -\sum_{i=1}^{B}\sum_{t=1}^{|o_i|} w_{i,t}\,A_i\,\log\pi_\theta(o_{i,t}\mid x, o_{i,<t}),
+# \qquad \frac{\partial\mathcal{L}}{\partial\log\pi_\theta(o_{i,t}\mid\cdot)} = -A_i\,w_{i,t} \tag{4.5}$$
+#
+# | `loss_type` | wᵢ,ₜ (one token) | Σₜ wᵢ,ₜ (one completion) | where |
+# |---|---|---|---|
+# | `sum` | 1/B | \|oᵢ\|/B | the lecture's box; notebook 02's step and notebook 06's toy |
+# | `grpo` | 1/(B·\|oᵢ\|) | 1/B | **every training run of the course** (`TrainConfig`'s default); the GRPO paper's 1/G Σᵢ 1/\|oᵢ\| Σₜ |
+# | `bnpo` | 1/N | \|oᵢ\|/N | token mean over this micro-batch |
+# | `dr_grpo` | 1/(B·L) | \|oᵢ\|/(B·L) | Dr. GRPO (Liu et al., 2025) |
+# | `dapo` | 1/N_gen | \|oᵢ\|/N_gen | DAPO (Yu et al., 2025); **TRL 1.16's default** |
+#
+# | symbol | meaning |
+# |---|---|
+# | B | completions in the batch (here k, one group) |
+# | \|oᵢ\| | completion i's number of tokens (its mask's sum) |
+# | N, N_gen | completion tokens in this micro-batch, in the whole generation batch (equal here) |
+# | L | `max_completion_length`, the token budget |
+#
+# Only two shapes are really different. The lecture's sum is Dr. GRPO's loss times the
+# constant L, and `bnpo`/`dapo` are the sum times the constant B/N of one batch: all four push
+# every token equally. `grpo` divides by each completion's own length, so a token of a short
+# completion is pushed |o_long|/|o_short| times harder than a token of a long one (the cell
+# below prints that factor for section 3's group). Every run uses `grpo` because it is the
+# objective of the GRPO paper (DeepSeekMath, Shao et al., 2024, eq. (3)) that the lecture's
+# name refers to, and TRL's `loss_type="grpo"` computes it exactly (notebook 10 compares the
+# two on one batch; `tests/test_trl_parity.py` checks them to 10⁻⁶). Its known cost, which
+# Dr. GRPO and TRL's own documentation point out: a long wrong completion is penalised less
+# per token, and a short right one is rewarded more, a bias toward length that `dr_grpo` and
+# `dapo` remove. `token_weights` gives wᵢ,ₜ for each:
+
+# %%
+from grpo_core.loss import WEIGHTINGS, token_weights
+
+print(inspect.getsource(token_weights))
+
+# %% [markdown]
+# On the real group of section 3 (its mask and advantages), the weights, checked against
+# autograd through `grpo_loss` itself for the four `loss_type`s (`bnpo` and `dapo` coincide
+# here: one micro-batch is the whole generation batch):
+
+# %%
+k = rollout.group_size
+lengths_i = mask.sum(dim=1)
+weights = {kind: token_weights(mask, kind) for kind in WEIGHTINGS}
+for kind in WEIGHTINGS[1:]:
+    probe = old_logps.detach().clone().requires_grad_(True)
+    grpo_loss(probe, None, advantages, mask, loss_type=kind)[0].backward()
+    assert torch.allclose(probe.grad, -advantages[:, None] * weights[kind], atol=1e-7), kind
+print("d loss / d log pi(token) = -A_i * w_it for", ", ".join(WEIGHTINGS[1:]))
+
+push = pd.DataFrame({"tokens |o_i|": lengths_i.tolist(), "advantage": advantages.tolist()})
+for kind in WEIGHTINGS:
+    # how hard one completion is pushed: its advantage times its total weight, x B for scale
+    push[f"{kind}: completion"] = (advantages * weights[kind].sum(dim=1) * k).tolist()
+print(push.round(3).to_string())
+print(f"\nlongest / shortest completion here: {int(lengths_i.max())} / {int(lengths_i.min())} "
+      f"tokens: under grpo a token of the shortest is pushed "
+      f"{(lengths_i.max() / lengths_i.min().clamp(min=1)).item():.1f}x harder than one of the "
+      "longest; under the other four, equally hard")
+
+# %%
+fig, (per_token, per_completion) = plt.subplots(1, 2, figsize=(9, 3.4), dpi=DPI)
+order = torch.argsort(lengths_i)
+for kind, marker in zip(WEIGHTINGS, "os^vD", strict=True):
+    token_weight = (weights[kind].sum(1) / lengths_i.clamp(min=1) * k)[order]
+    per_token.plot(lengths_i[order].numpy(), token_weight.numpy(), marker=marker, label=kind)
+    per_completion.plot(lengths_i[order].numpy(), (weights[kind].sum(1) * k)[order].numpy(),
+                        marker=marker, label=kind)
+per_token.set(xlabel="completion length |o_i| (tokens)", ylabel="B x w_it",
+              title="push on each token, per unit of A", yscale="log")
+per_completion.set(xlabel="completion length |o_i| (tokens)", ylabel="B x sum_t w_it",
+                   title="push on each completion, per unit of A", yscale="log")
+per_completion.legend(fontsize=8)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## 7. Generation is the slow part
 #
 # The lecture says rollouts get reused because generation is the slow part. On this machine,
 # one fresh rollout against one update (forward + backward + AdamW step) on it:
@@ -721,9 +812,11 @@ check("04.clipped_surrogate", my_clipped_surrogate)
 # ## What this notebook showed
 #
 # - Reusing a rollout moves the ratio away from one; the clip removes the gradient of tokens past
-#   its band.
-# - The clip does not hold a ratio inside the band, and does nothing over many batches: that is
-#   the KL penalty's job.
+#   its band, but neither holds a ratio inside it nor acts over many batches: that is the KL
+#   penalty's job.
+# - How the per-token losses add up is a choice: every run of the course takes each
+#   completion's mean (`grpo`), which pushes a token of a short completion harder than one of
+#   a long completion; the lecture's sum and TRL's `dapo` push every token alike.
 # - On this machine's CPU, generation and the update cost about the same; reuse pays where
 #   generation dominates.
 #

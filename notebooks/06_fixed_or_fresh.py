@@ -104,8 +104,8 @@ pd.set_option("display.max_colwidth", 60)
 #
 # Eq. (6.2) is the lecture's box: a sum over each completion's tokens. The toy below runs it as
 # written (`policy_gradient_loss`); the small GRPO run of the real model further down uses
-# `loss_type="grpo"`, each completion's token mean, as every training run does (notebook 02,
-# section 7: the two differ by 1/|yᵢ| per completion).
+# `loss_type="grpo"`, each completion's token mean, as every training run does (notebook 04,
+# section 6: the two differ by 1/|yᵢ| per completion).
 #
 # | | DPO on fixed pairs | GRPO on fresh samples |
 # |---|---|---|

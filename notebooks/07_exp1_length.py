@@ -171,7 +171,7 @@ before = show_samples(model, "before training")
 #
 # | setting | value | why |
 # |---|---|---|
-# | `loss_type` | `"grpo"` | the GRPO paper's: each completion's token log-probs averaged over its tokens, then over completions. The lecture's box *sums* the tokens instead; the gradients differ by 1/\|oᵢ\| per completion, by the ratio of a group's longest to its shortest completion (notebook 02, section 7). TRL's default is `"dapo"` |
+# | `loss_type` | `"grpo"` | the GRPO paper's: each completion's token log-probs averaged over its tokens, then over completions. The lecture's box *sums* the tokens instead; the gradients differ by 1/\|oᵢ\| per completion, by the ratio of a group's longest to its shortest completion (notebook 04, section 6). TRL's default is `"dapo"` |
 # | `beta` | 0 | no KL penalty, so no reference model is loaded (notebook 04) |
 # | `num_iterations` | 1 | one update per rollout: the ratio is 1 and the clip never fires |
 # | sizes, steps, learning rate | from the profile | `cpu`: 2 prompts x 8, 64 new tokens, 30 steps, 2e-5 |
@@ -225,7 +225,8 @@ print(f"mean |len - 20|: {before:.1f} -> {after:.1f} characters")
 # ([huggingface/trl#2771](https://github.com/huggingface/trl/issues/2771), fixed in the docs by
 # [#2777](https://github.com/huggingface/trl/pull/2777)). Nothing else changes. Which way
 # does the length go? $+|\mathrm{len}(y) - 20|$ is V-shaped: it pays for being far from 20
-# characters in *either* direction (an empty completion earns 20, a 45-character one 25).
+# characters in *either* direction (an empty completion earns 20, as much as one of twice the
+# target's length, and a longer one earns more).
 # From the base model, whose answers run long, the longest completion of a group wins. From
 # a policy trained to about 20 characters both ways are open: each step pushes toward
 # whichever samples of its groups strayed furthest, short or long, and once one side pulls
@@ -311,6 +312,7 @@ import matplotlib.pyplot as plt
 from grpo_core.diagnosis import diagnose
 from grpo_core.plots import DPI
 from grpo_core.run_files import load_run, series
+from grpo_core.tables import show_table
 
 BETA_RUNS = {0.0: "exp1-length-cpu", 0.04: "exp1-beta-0.04-cpu", 0.2: "exp1-beta-0.2-cpu"}
 
@@ -343,7 +345,8 @@ drift = pd.DataFrame({
            "entropy": first_and_last(run.records, "entropy"),
            "diagnose: KL": diagnose(run)["KL blow-up"].evidence}
     for beta, run in beta_runs.items()}).rename(columns=lambda beta: f"beta = {beta:g}")
-print(drift.to_string())
+# one row per beta: an HTML table here, blocks that fit 100 columns as text (grpo_core.tables)
+display(show_table(drift.T))
 print(f"\nthe live beta = 0 run of this notebook ({profile.name} profile, {len(result.metrics)} "
       f"steps): entropy {first_and_last(result.metrics, 'entropy')}")
 

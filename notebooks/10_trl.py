@@ -159,7 +159,7 @@ print(table.to_string(index=False))
 # Both loss types start from the same per-token term (notebook 04). With one update per batch
 # the ratio is 1, the clip is inactive, and each token's term is the lecture's policy gradient
 # term (how the terms are averaged is where the lecture's sum and the loss types differ:
-# notebook 02, section 7):
+# notebook 04, section 6):
 #
 # $$ \ell_{i,t} = -\min\bigl(\rho_{i,t} A_i,\ \mathrm{clip}(\rho_{i,t}, 1-\varepsilon, 1+\varepsilon) A_i\bigr)
 #    \;\overset{\rho = 1}{=}\; -A_i $$

@@ -581,7 +581,7 @@ for run in runs:
 # | loss 0 **and** `grad_norm` 0 | `frac_reward_zero_std` = 1 | all-equal groups: too hard or too easy | a larger k, an easier curriculum, partial credit |
 # | loss 0, `grad_norm` > 0 | (nothing wrong) | normal on-policy GRPO (section 1) | none: read the reward instead |
 # | completions all end at the budget | `completions/clipped_ratio` high | truncation: rewards of cut-off text | longer completions (`max_new_tokens`) or shorter answers |
-# | length climbs with the reward | `completions/mean_length` | length gaming: something in the reward pays per token | cap or normalize it (not a loss type: `dr_grpo`/`dapo` push a long rewarded completion harder than `grpo`, notebook 02 §7) |
+# | length climbs with the reward | `completions/mean_length` | length gaming: something in the reward pays per token | cap or normalize it (not a loss type: `dr_grpo`/`dapo` push a long rewarded completion harder than `grpo`, notebook 04 §6) |
 # | reward up, held-out score flat or down | `reward` vs `eval/...` | hacking: the model maximizes the reward, not the task | fix the reward; always log a held-out true score |
 # | KL spike with a fast-rising format reward | `kl`, `rewards/<fn>/mean` | hacking through a loophole in one reward | larger β, fix that reward, read the spike's completions |
 # | entropy and `reward_std` toward 0 | `entropy`, `reward_std` | collapse: the same completion every time | higher temperature, β > 0, lower learning rate, stop earlier |

@@ -202,6 +202,36 @@ def test_a_build_records_its_time_and_the_kernels_peak_memory(tmp_path, monkeypa
     assert "| [98_other](98_other.ipynb) | not measured yet | - |" in table
 
 
+def test_a_first_run_build_starts_with_an_empty_model_cache_and_says_so(tmp_path, monkeypatch):
+    import json
+    import os
+
+    import jupytext
+
+    from grpo_core.models import CACHE_ENV_VAR
+    from tools import notebooks
+    from tools.notebooks import BUILD_INFO, build, read_build_info, timing_table
+
+    assert notebooks.CACHE_ENV_VAR == CACHE_ENV_VAR
+    monkeypatch.setenv("GRPO_PROFILE", "smoke")
+    monkeypatch.setenv(CACHE_ENV_VAR, str(tmp_path / "my-cache"))
+    script = tmp_path / "97_first.py"
+    script.write_text("# %% [markdown]\n# # 97 · first\n\n# %%\nimport os\n"
+                      f"folder = os.environ[{CACHE_ENV_VAR!r}]\n"
+                      "print(folder, os.path.isdir(folder), os.listdir(folder))\n")
+    jupytext.write(jupytext.read(script), script, fmt="py:percent")
+    build(script, timeout_s=120, fresh_cache=True)
+    printed = nbformat.read(script.with_suffix(".ipynb"), as_version=4).cells[1].outputs[0]["text"]
+    folder, exists, listing = printed.split(maxsplit=2)
+    assert "grpo-first-run-" in folder and exists == "True" and listing.strip() == "[]"
+    assert not os.path.exists(folder)  # removed afterwards
+    assert os.environ[CACHE_ENV_VAR] == str(tmp_path / "my-cache")  # the caller's, back
+    figures = json.loads((tmp_path / BUILD_INFO).read_text())["notebooks"]["97_first"]
+    assert figures["first_run"] is True
+    assert "a first run: it converts the offline model once" in timing_table(
+        [script], read_build_info(tmp_path))
+
+
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
 def test_ends_with_what_it_showed_the_next_notebook_and_shutting_the_kernel(script):
     notebook = nbformat.read(script.with_suffix(".ipynb"), as_version=4)

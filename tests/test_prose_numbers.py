@@ -75,7 +75,6 @@ QUOTED: dict[str, list[Quote]] = {
         Q("64", "64 new tokens", "setting", f"{_SETTINGS}['cpu'].max_new_tokens"),
         Q("2e-5", "30 steps, 2e-5", "setting", f"{_SETTINGS}['cpu'].learning_rate"),
         Q("30", "in the 30-step run", "file", "data/runs/exp1-length-cpu/config.json"),
-        Q("25", "a 45-character one 25", "example", "arithmetic on the sign-flipped reward"),
         Q("3", "Which one (0-3)", "example", "the exercise's four rows, numbered from 0"),
         Q("20", "completion length to 20 characters", "setting",
           "grpo_core.rewards.LENGTH_TARGET"),

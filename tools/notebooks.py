@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -55,6 +57,8 @@ START_PAGE = "START_HERE.ipynb"  # what `make lab` opens: the path through the c
 BUILD_INFO = "build_info.json"
 # appended to a notebook while it is built, then removed: the kernel's peak resident memory
 PEAK_MARK = "__peak_rss_kib__"
+# grpo_core.models.CACHE_ENV_VAR, named here so that this tool loads no torch
+CACHE_ENV_VAR = "GRPO_CACHE_DIR"
 PEAK_CELL = f"import resource\nprint({PEAK_MARK!r}, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
 START_INTRO = """# GRPO from scratch: start here
 
@@ -135,6 +139,8 @@ def timing_table(scripts: list[Path], info: dict[str, dict]) -> str:
         got = info.get(script.stem)
         figures = (f"{_minutes(got['seconds'])} | {got['peak_rss_gib']:.1f} GiB" if got
                    else "not measured yet | -")
+        if got and got.get("first_run"):
+            figures += " (a first run: it converts the offline model once; later runs less)"
         rows.append(f"| [{script.stem}]({script.stem}.ipynb) | {figures} |")
     machines = sorted({(got["machine"], got["profile"]) for got in info.values()})
     where = "; ".join(f"{m} ({p} profile)" for m, p in machines) or "not measured yet"
@@ -208,8 +214,36 @@ def out_of_sync(script: Path) -> str | None:
     return f"{script.name} has {len(from_script)} cells, {notebook_path.name} {len(from_notebook)}"
 
 
-def build(script: Path, timeout_s: int = 3600) -> float:
-    """Turn ``script`` into an executed notebook next to it; returns the seconds it took."""
+def build(script: Path, timeout_s: int = 3600, fresh_cache: bool = False) -> float:
+    """Turn ``script`` into an executed notebook next to it; returns the seconds it took.
+
+    ``fresh_cache``: the kernel starts with an empty model cache (``GRPO_CACHE_DIR`` in a
+    temporary folder), as on a learner's first run, which converts the offline model once;
+    the start page then gives that run's time and memory, and says so."""
+    if fresh_cache:
+        with tempfile.TemporaryDirectory(prefix="grpo-first-run-") as folder, \
+                _environment(**{CACHE_ENV_VAR: folder}):
+            return _build(script, timeout_s, first_run=True)
+    return _build(script, timeout_s, first_run=False)
+
+
+@contextlib.contextmanager
+def _environment(**values: str):
+    """``os.environ`` with ``values`` set while the block runs (a kernel started inside it
+    inherits them)."""
+    before = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _build(script: Path, timeout_s: int, first_run: bool) -> float:
     notebook = jupytext.read(script)
     notebook.metadata["kernelspec"] = KERNELSPEC
     notebook.metadata.setdefault("jupytext", {})["formats"] = FORMATS
@@ -229,7 +263,8 @@ def build(script: Path, timeout_s: int = 3600) -> float:
     record_build(script.stem, {
         "seconds": round(seconds, 1), "peak_rss_gib": round(peak_kib / 2**20, 2),
         "profile": os.environ.get("GRPO_PROFILE", "(default)"), "machine": machine(),
-        "load_before": round(load_before, 2), "date": time.strftime("%Y-%m-%d")},
+        "load_before": round(load_before, 2), "date": time.strftime("%Y-%m-%d"),
+        "first_run": first_run},
         script.parent)
     # a picture of every widget's final state beside its view: what JupyterLab before the
     # kernel runs, nbviewer and GitHub show instead of the widget's repr or a 0 % progress bar
@@ -325,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     build_parser = sub.add_parser("build", help="execute notebooks from their .py twins")
     build_parser.add_argument("names", nargs="*", help="e.g. 00_setup (default: all)")
+    build_parser.add_argument("--fresh-cache", action="store_true",
+                              help="run with an empty model cache, as a learner's first run")
     sub.add_parser("check", help="report pairs that are out of sync")
     markdown_parser = sub.add_parser("markdown", help="copy prose edits into executed notebooks")
     markdown_parser.add_argument("names", nargs="+", help="e.g. 02_policy_rollout_reward")
@@ -366,7 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     write_start_page(scripts)  # titles may have changed
     for script in chosen:
         print(f"executing {script.name} ...", flush=True)
-        print(f"  wrote {script.with_suffix('.ipynb').name} in {build(script):.0f} s", flush=True)
+        seconds = build(script, fresh_cache=args.fresh_cache)
+        print(f"  wrote {script.with_suffix('.ipynb').name} in {seconds:.0f} s", flush=True)
     write_start_page(scripts)  # with the new times
     return 0
 
