@@ -35,7 +35,7 @@ from grpo_core.experiments import (
     Experiment,
     build_config,
 )
-from grpo_core.loop import RunResult, TrainConfig, train
+from grpo_core.loop import CORRECTION_CHOICES, RunResult, TrainConfig, train
 from grpo_core.precision import precision_plan
 from grpo_core.profiles import PRECISION_CHOICES, PRECISION_ENV_VAR, Profile, get_profile
 from grpo_core.rollout import STOP_RULES
@@ -65,6 +65,7 @@ OPTIONS: dict[str, tuple[str, type]] = {
     "--lora-rank": ("lora_rank", int),
     "--lora-alpha": ("lora_alpha", float),
     "--max-refill-generations": ("max_refill_generations", int),
+    "--sampling-correction-cap": ("sampling_correction_cap", float),
 }
 LORA_RANK = 16  # --lora without --lora-rank
 
@@ -84,6 +85,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--dynamic-sampling", action="store_true",
                         help="sample the groups that gave no signal again (DAPO), up to "
                              "--max-refill-generations extra completions per step")
+    parser.add_argument("--sampling-correction", dest="sampling_correction", default=None,
+                        choices=CORRECTION_CHOICES,
+                        help="weight each completion by the learner's probability over the "
+                             "sampling copy's (TRL's vllm_importance_sampling_mode; notebook "
+                             "13); measure: log the mismatch only")
     parser.add_argument("--plot-every", type=int, default=5, help="redraw curves.png every N steps")
     parser.add_argument("--negate", action="store_true", help="flip the reward's sign (demo)")
     parser.add_argument("--k", "--group-size", dest="k", type=int, default=None,
@@ -156,6 +162,11 @@ def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
         overrides["dynamic_sampling"] = True
     if "max_refill_generations" in overrides and not overrides.get("dynamic_sampling"):
         raise SystemExit("--max-refill-generations needs --dynamic-sampling")
+    if getattr(args, "sampling_correction", None):
+        overrides["sampling_correction"] = args.sampling_correction
+    if "sampling_correction_cap" in overrides and overrides.get("sampling_correction") in (
+            None, "measure"):
+        raise SystemExit("--sampling-correction-cap needs --sampling-correction MODE")
     if args.lora and "lora_rank" not in overrides:
         overrides["lora_rank"] = LORA_RANK
     if args.lora_targets:

@@ -60,12 +60,16 @@ from grpo_core.run_files import (
     write_config,
     write_eval_state,
 )
+from grpo_core.sampling_correction import MODES as CORRECTION_MODES
+from grpo_core.sampling_correction import TRL_DEFAULT_CLIP_MAX, mismatch_summary, sampler_weights
 from grpo_core.scoring import compute_rewards, group_columns, reward_list, reward_name
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 Callback = Callable[[dict[str, Any]], Any]
+
+CORRECTION_CHOICES = ("measure", *CORRECTION_MODES)  # "measure": the metrics, no weights
 
 
 @dataclass
@@ -145,6 +149,14 @@ class TrainConfig:
         max_refill_generations: the cap on extra completions per step under
             ``dynamic_sampling`` (whole groups: at most ``cap // group_size`` refills);
             None: ``batch_size``, at most twice the plain step's sampling.
+        sampling_correction: one of ``grpo_core.sampling_correction.MODES`` (TRL's
+            ``vllm_importance_sampling_mode``): weight each completion's policy term by the
+            learner's probability over the sampling copy's, truncated or masked outside
+            ``[0, sampling_correction_cap]`` (notebook 13); ``"measure"`` only logs the
+            ``sampling/`` mismatch metrics (the control arm of a comparison). Either costs one
+            forward pass of the copy over the rollout per step. None: neither. Needs
+            ``sampling_dtype``.
+        sampling_correction_cap: the band's top (TRL's ``vllm_importance_sampling_cap``, 3).
     """
 
     group_size: int = 8
@@ -186,6 +198,8 @@ class TrainConfig:
     enable_thinking: bool = False
     dynamic_sampling: bool = False
     max_refill_generations: int | None = None
+    sampling_correction: str | None = None
+    sampling_correction_cap: float = TRL_DEFAULT_CLIP_MAX
 
     @classmethod
     def from_profile(cls, profile: Profile, **overrides: Any) -> TrainConfig:
@@ -251,6 +265,15 @@ class TrainConfig:
         if self.sampling_packed and self.sampling_dtype is None:
             raise ValueError("sampling_packed packs the sampling copy's layers: set "
                              "sampling_dtype too (e.g. 'float32')")
+        if self.sampling_correction not in (None, *CORRECTION_CHOICES):
+            raise ValueError(f"sampling_correction must be None or one of "
+                             f"{CORRECTION_CHOICES}, got {self.sampling_correction!r}")
+        if self.sampling_correction and self.sampling_dtype is None:
+            raise ValueError("sampling_correction weighs the sampling copy's completions: set "
+                             "sampling_dtype too (without a copy the sampler is the learner)")
+        if not self.sampling_correction_cap > 0:
+            raise ValueError(f"sampling_correction_cap must be > 0, got "
+                             f"{self.sampling_correction_cap!r}")
         if self.loss_type not in LOSS_TYPES:
             raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
         if self.scale not in SCALES:
@@ -307,6 +330,7 @@ class Batch:
     prompt_rows: list[dict[str, Any]] = field(default_factory=list)  # the chosen rows
     total: Tensor | None = None  # [B] weighted reward
     per_fn: dict[str, Tensor] = field(default_factory=dict)  # {name: [B]} each function's
+    sampler_logps: Tensor | None = None  # [B, C], the sampling copy's, when there is one
 
     @property
     def width(self) -> int:
@@ -364,6 +388,8 @@ def make_rollout(run: _Run, step: int) -> Batch:
                   rollout_metrics(rollout, total, per_fn, cfg.group_size), chosen, total, per_fn)
     if refills is not None:
         batch.metrics.update(refills.metrics())
+    if cfg.sampling_correction:
+        batch.sampler_logps = sampler_logps(run, batch)
     if cfg.num_iterations > 1:
         batch.old_logps = frozen_logps(run, run.model, batch)
     if run.ref_model is not None:
@@ -405,6 +431,42 @@ def frozen_logps(run: _Run, model: Any, batch: Batch) -> Tensor:
     return torch.cat(parts)
 
 
+@torch.no_grad()
+def sampler_logps(run: _Run, batch: Batch) -> Tensor:
+    """``[B, C]`` float32 log-probs of the sampled tokens under the sampling copy (its own
+    dtype, no autocast), micro-batch by micro-batch: what a vLLM sampler reports to TRL.
+
+    What this leaves out: the copy's numbers come from one forward pass over the finished
+    completion, not from the decoding steps that drew it (which read the key/value cache):
+    the same weights and dtype, a different order of sums.
+    """
+    parts = []
+    with run.sampling_context():
+        for rows in run.micro_batches():
+            parts.append(token_logprobs(run.sampler, batch.input_ids[rows],
+                                        batch.attention_mask[rows], batch.width,
+                                        temperature=run.config.temperature).float())
+    return torch.cat(parts)
+
+
+def sampler_metrics(learner: Tensor, sampler: Tensor, mask: Tensor,
+                    weights: Tensor | None) -> dict[str, float]:
+    """TRL's ``sampling/`` metrics for one micro-batch: the per-token log-prob difference
+    (learner - sampling copy; ``mean`` of its absolute value, ``max``) and, under a
+    correction, the importance weights' extremes and mean and the share of completion tokens
+    they drop (weight 0)."""
+    summary = mismatch_summary(learner, sampler, mask)
+    found = {"sampling/sampling_logp_difference/mean": summary["mean_abs"],
+             "sampling/sampling_logp_difference/max": summary["max_abs"]}
+    if weights is not None:
+        values = weights.expand_as(mask)[mask.bool()]  # a sequence's weight on each token
+        found.update({"sampling/importance_sampling_ratio/min": values.min().item(),
+                      "sampling/importance_sampling_ratio/mean": values.mean().item(),
+                      "sampling/importance_sampling_ratio/max": values.max().item(),
+                      "sampling/dropped_token_share": (values == 0).float().mean().item()})
+    return found
+
+
 # ----------------------------------------------------------------------------- one update
 
 
@@ -431,10 +493,21 @@ def update(run: _Run, batch: Batch) -> dict[str, float]:
                                             share_prompts=cfg.share_prompt_pass)
         old = None if batch.old_logps is None else batch.old_logps[rows]
         ref = None if batch.ref_logps is None else batch.ref_logps[rows]
+        weights, mismatch = None, {}
+        if batch.sampler_logps is not None:
+            # TRL compares the sampler with the policy that sampled: the old log-probs
+            learner = (logps if old is None else old).detach().float()
+            if cfg.sampling_correction != "measure":
+                weights = sampler_weights(learner, batch.sampler_logps[rows], mask[rows],
+                                          cfg.sampling_correction, None,
+                                          cfg.sampling_correction_cap)
+            mismatch = sampler_metrics(learner, batch.sampler_logps[rows], mask[rows], weights)
         loss, metrics = grpo_loss(
             logps, old, batch.advantages[rows], mask[rows], ref_token_logps=ref, beta=cfg.beta,
             epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high, loss_type=cfg.loss_type,
-            max_completion_length=cfg.max_new_tokens, num_items_in_batch=total_tokens)
+            max_completion_length=cfg.max_new_tokens, num_items_in_batch=total_tokens,
+            sampler_weights=weights)
+        metrics.update(mismatch)
         share = 1.0 if cfg.loss_type == "dapo" else (rows.stop - rows.start) / mask.size(0)
         scaled = loss * share
         (scaled if run.scaler is None else run.scaler.scale(scaled)).backward()

@@ -187,3 +187,20 @@ def test_dynamic_sampling_and_its_cap_come_from_the_command_line():
     assert "dynamic_sampling" not in config_overrides(parse_args(["mbpp"]))
     with pytest.raises(SystemExit, match="needs --dynamic-sampling"):
         config_overrides(parse_args(["mbpp", "--max-refill-generations", "8"]))
+
+
+def test_the_sampling_correction_and_its_cap_come_from_the_command_line():
+    from grpo_core.cli import config_overrides, parse_args
+
+    assert config_overrides(parse_args(["length", "--sampling-correction", "token_mask",
+                                        "--sampling-correction-cap", "2"])) == {
+        "sampling_correction": "token_mask", "sampling_correction_cap": 2.0}
+    assert config_overrides(parse_args(["length", "--sampling-correction", "measure"])) == {
+        "sampling_correction": "measure"}
+    assert "sampling_correction" not in config_overrides(parse_args(["length"]))
+    for without_mode in (["--sampling-correction-cap", "2"],
+                         ["--sampling-correction", "measure", "--sampling-correction-cap", "2"]):
+        with pytest.raises(SystemExit, match="needs --sampling-correction MODE"):
+            config_overrides(parse_args(["length", *without_mode]))
+    with pytest.raises(SystemExit):
+        parse_args(["length", "--sampling-correction", "tokens"])

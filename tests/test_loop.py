@@ -502,6 +502,83 @@ def test_rollouts_come_from_the_bf16_copy_and_it_follows_every_update(tiny_polic
     assert not any(p.requires_grad for p in run.sampler.parameters())
 
 
+# ---------------------------------------------------------------- sampler/learner correction
+
+
+def _captured_update(monkeypatch, run_config, tiny_policy):
+    """One update under ``run_config``; what ``grpo_loss`` was given, and the step's metrics."""
+    from grpo_core import loop
+
+    model, tokenizer = tiny_policy
+    given = []
+
+    def recording(*args, **kwargs):
+        given.append(kwargs.get("sampler_weights"))
+        return grpo_loss(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "grpo_loss", recording)
+    run = loop._start(copy.deepcopy(model), tokenizer, PROMPTS, [by_position], run_config, None)
+    batch = loop.make_rollout(run, 1)
+    if run.sampler is not None:  # the copy's own numbers, before the update refreshes it
+        with torch.no_grad():
+            batch.sampler_check = token_logprobs(run.sampler, batch.input_ids,
+                                                 batch.attention_mask, batch.width).float()
+    return run, batch, given, loop.update(run, batch)
+
+
+def test_the_correction_weighs_by_the_learner_over_the_bf16_copy(tiny_policy, monkeypatch):
+    from grpo_core.sampling_correction import sampler_weights
+
+    cfg = config(sampling_dtype="bfloat16", sampling_correction="token_truncate",
+                 sampling_correction_cap=1.001)
+    model = copy.deepcopy(tiny_policy[0])
+    run, batch, given, metrics = _captured_update(monkeypatch, cfg, tiny_policy)
+    mask = batch.rollout.completion_mask
+    learner = token_logprobs(model, batch.input_ids, batch.attention_mask, batch.width)
+    assert next(run.sampler.parameters()).dtype == torch.bfloat16
+    assert torch.equal(batch.sampler_logps, batch.sampler_check)
+    assert not torch.equal(batch.sampler_logps * mask, learner * mask)  # bf16 is not float32
+    expected = sampler_weights(learner, batch.sampler_logps, mask, "token_truncate", None, 1.001)
+    assert len(given) == 1 and torch.allclose(given[0], expected, atol=1e-5)
+    assert given[0].max() <= 1.001 and given[0][mask.bool()].min() < 1.0
+    difference = (learner - batch.sampler_logps)[mask.bool()].abs()
+    assert metrics["sampling/sampling_logp_difference/max"] == pytest.approx(
+        difference.max().item(), abs=1e-5)
+    assert metrics["sampling/importance_sampling_ratio/max"] <= 1.001
+
+
+def test_a_float32_copy_needs_no_correction_and_changes_nothing(tiny_policy, monkeypatch):
+    plain = config(sampling_dtype="float32")
+    corrected = config(sampling_dtype="float32", sampling_correction="sequence_mask")
+    run_a, _, given_a, metrics_a = _captured_update(monkeypatch, plain, tiny_policy)
+    run_b, _, given_b, metrics_b = _captured_update(monkeypatch, corrected, tiny_policy)
+    assert given_a == [None] and not any(k.startswith("sampling/") for k in metrics_a)
+    assert torch.equal(given_b[0], torch.ones_like(given_b[0]))
+    assert metrics_b["sampling/sampling_logp_difference/max"] == 0.0
+    assert metrics_b["sampling/dropped_token_share"] == 0.0
+    assert metrics_a["loss"] == pytest.approx(metrics_b["loss"], abs=1e-7)
+    assert torch.equal(weights(run_a.model), weights(run_b.model))
+
+
+def test_measuring_logs_the_mismatch_without_weights(tiny_policy, monkeypatch):
+    cfg = config(sampling_dtype="bfloat16", sampling_correction="measure")
+    _, batch, given, metrics = _captured_update(monkeypatch, cfg, tiny_policy)
+    assert given == [None] and batch.sampler_logps is not None
+    assert metrics["sampling/sampling_logp_difference/mean"] > 0
+    assert "sampling/importance_sampling_ratio/mean" not in metrics
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"sampling_correction": "sequence_mask"}, "set sampling_dtype"),
+    ({"sampling_correction": "tokens", "sampling_dtype": "bfloat16"}, "sampling_correction must"),
+    ({"sampling_correction": "token_mask", "sampling_dtype": "bfloat16",
+      "sampling_correction_cap": 0.0}, "cap must be > 0"),
+])
+def test_bad_correction_settings_are_explained(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        config(**overrides).validate()
+
+
 def test_a_resumed_run_samples_from_the_checkpoints_weights(new_tiny_policy, tmp_path):
     model, tokenizer = new_tiny_policy()
     settings = {"sampling_dtype": "bfloat16", "max_steps": 2, "save_checkpoint": True}
