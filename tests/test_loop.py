@@ -568,6 +568,16 @@ def test_measuring_logs_the_mismatch_without_weights(tiny_policy, monkeypatch):
     assert "sampling/importance_sampling_ratio/mean" not in metrics
 
 
+@pytest.mark.skipif(not packing_available(), reason="no oneDNN packing here")
+def test_a_packed_float32_copy_gives_the_learners_log_probs(new_tiny_policy, monkeypatch):
+    """The cpu profile's packed copy: its forward pass is the learner's up to float rounding,
+    so the correction has (almost) nothing to correct."""
+    model, tokenizer = new_tiny_policy(layers=2)
+    cfg = config(sampling_dtype="float32", sampling_packed=True, sampling_correction="measure")
+    _, _, _, metrics = _captured_update(monkeypatch, cfg, (model, tokenizer))
+    assert 0 <= metrics["sampling/sampling_logp_difference/max"] < 1e-4
+
+
 @pytest.mark.parametrize(("overrides", "message"), [
     ({"sampling_correction": "sequence_mask"}, "set sampling_dtype"),
     ({"sampling_correction": "tokens", "sampling_dtype": "bfloat16"}, "sampling_correction must"),
