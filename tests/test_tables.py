@@ -96,3 +96,16 @@ def test_a_hyphenated_word_at_the_end_of_a_line_is_not_split():
     lines = plain_table(frame).splitlines()
     assert "      sampler-learner-mismatch" in lines
     assert not [line for line in lines if line.endswith("-")]
+
+
+def test_without_the_index_the_first_cell_names_each_block():
+    frame = wide_frame().reset_index().rename(columns={"index": "run"})
+    assert plain_table(frame.head(0), index=False) == frame.head(0).to_string(index=False)
+    small = pd.DataFrame({"k": [2, 8], "share": [0.4, 0.1]})
+    assert plain_table(small, index=False) == small.to_string(index=False)
+    assert "0 " not in plain_table(small, index=False).splitlines()[1][:2]
+    blocks = plain_table(frame, index=False).split("\n\n")
+    assert [block.splitlines()[0] for block in blocks] == ["run: beta = 0", "run: beta = 0.04"]
+    assert all("  run:" not in block for block in blocks)
+    assert "<th>0</th>" not in show_table(frame, index=False)._repr_html_()
+    assert "<th>0</th>" in show_table(frame)._repr_html_()
