@@ -83,7 +83,7 @@ class SandboxResult:
     ``status``: ``ok`` (ran to the end; some asserts may have failed), ``timeout``,
     ``crashed`` (died or exited before reporting every test), ``load_error`` (the code raised
     while loading, syntax errors included), ``setup_error``, ``flooded`` (wrote more
-    records than the budget), or ``sandbox_error`` (the sandbox could not run it: scored 0). ``status`` and ``detail`` are diagnostics only: the score is
+    records than the budget, or passed the portable tier's disk cap), or ``sandbox_error`` (the sandbox could not run it: scored 0). ``status`` and ``detail`` are diagnostics only: the score is
     ``passed``, the number of tests whose judge the parent evaluated as true.
     """
 
@@ -109,7 +109,7 @@ def run_tests(code: str, tests: Sequence[str], *, setup_code: str = "",
     ``timeout_s`` is the completion's CPU-time budget (load, setup and every test together);
     a wall-clock backstop of ``2 * timeout_s + 0.25`` s catches one that sleeps.
 
-    Guarantees: returns within the backstop plus clean-up time (milliseconds, normally);
+    Guarantees: returns within the backstop plus 0.25 s of clean-up (milliseconds, normally);
     leaves no process and no file behind; the same inputs give the same result (the child's
     hash seed is fixed), unless a completion runs close to its budget. Raises
     ``UnsplittableTestError`` for a test that is not a single splittable assert whoever
@@ -125,7 +125,7 @@ def run_tests(code: str, tests: Sequence[str], *, setup_code: str = "",
     if not (isinstance(code, str) and isinstance(setup_code, str)):
         raise TypeError("code and setup_code must be strings")
     plan = plan_tests(code, setup_code, tests)
-    request = {"code": code, "setup": setup_code,
+    request = {"code": code, "setup": plan.child_setup,
                "leaves": [(leaf.source, leaf.truth_context, leaf.iterable)
                           for leaf in plan.leaves]}
     chosen = isolation or get_isolation()
@@ -190,6 +190,8 @@ def classify(run: ChildRun, records: Records, plan: SplitPlan) -> tuple[str, str
         return "timeout", f"CPU budget used up after {run.seconds:.2f} s"
     if run.ended_by == "budget":
         return "flooded", "more than the record budget was written"
+    if run.ended_by == "disk":
+        return "flooded", "its working folder passed the portable tier's disk cap"
     if records.load_error:
         return "load_error", records.load_error
     if records.setup_error:

@@ -12,8 +12,8 @@ tries each per-completion layer once, for real, in a throw-away child (``per_chi
 Each completion is one process, forked by the zygote as PID 1 of a new PID namespace
 (``fork_in_own_pid_namespace``). Before it reads its request it makes its own mount
 namespace with a private tmpfs root (``enter_private_root``, a copy of the skeleton the
-zygote built once: ``build_skeleton``), drops to the sandbox uid and loads the seccomp filter
-and its rlimits. The parent enforces the CPU budget from /proc. Docs: ``docs/sandbox.md``.
+zygote built once: ``build_skeleton``) and its own network namespace, drops to the sandbox
+uid, makes its own Landlock domain and loads the seccomp filter and its rlimits. The parent enforces the CPU budget from /proc. Docs: ``docs/sandbox.md``.
 
 Control protocol on fd 0 (a Unix stream socket to the parent):
 * zygote -> parent at start: ``Z`` + marshal dict of the layers it set up.
@@ -218,9 +218,14 @@ def enter_sandbox(spec, request_fd, result_fd, libc, zygote_pid):
         libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)  # dies with the zygote
     if not spec["pid_ns"] and os.getppid() != zygote_pid:
         os._exit(4)  # (in its own PID namespace its parent has no pid it could see)
+    if spec.get("net_each") and libc.unshare(CLONE_NEWNET) != 0:
+        os._exit(6)  # issue 50: no socket or abstract name of this child reaches the next
     if spec["fs"]:
         enter_private_root(spec, libc)
     os.chdir(spec["workdir"])
+    # opened while still privileged: the uid may not be able to walk the path to its folder
+    allowed = () if spec["fs"] or not spec.get("landlock") else (
+        os.open(".", os.O_PATH | os.O_CLOEXEC),)
     os.environ.clear()
     os.environ.update(spec["env"])
     uid = spec["uid"]
@@ -232,6 +237,8 @@ def enter_sandbox(spec, request_fd, result_fd, libc, zygote_pid):
         libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
         if spec["drop_caps"]:
             drop_capabilities(libc)
+        if spec.get("landlock") and not install_landlock(libc, spec["landlock"], allowed):
+            os._exit(8)
         if spec["seccomp"] and not install_seccomp(libc, spec["seccomp"]):
             os._exit(7)
     for name, value in spec["limits"]:
@@ -388,6 +395,87 @@ def install_seccomp(libc, compiled):
     for index, which in own:
         filters[index].k = pid if which == SELF_PID else (-pid) & 0xFFFFFFFF
     return libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, byref(prog), 0, 0) == 0
+
+
+# Landlock (issue 50), where the kernel has it (Linux 5.13+): without a private root the
+# candidate may change the filesystem only below its working folder (and write /dev/null),
+# so it cannot plant a file in a world-writable folder the clean-up does not know (below a
+# private TMPDIR, say); from ABI 6 on (Linux 6.12+) it can neither signal a process nor
+# connect to an abstract unix socket outside its own domain, whatever its uid. Each child
+# makes its own domain: nothing of the zygote's or another child's is inside it.
+SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
+LANDLOCK_CREATE_RULESET_VERSION, LANDLOCK_RULE_PATH_BENEATH = 1, 1
+LANDLOCK_WRITE_FILE, LANDLOCK_REFER, LANDLOCK_TRUNCATE = 1 << 1, 1 << 13, 1 << 14
+# WRITE_FILE, REMOVE_DIR, REMOVE_FILE and MAKE_{CHAR,DIR,REG,SOCK,FIFO,BLOCK,SYM} (ABI 1)
+LANDLOCK_CHANGES_V1 = LANDLOCK_WRITE_FILE | sum(1 << bit for bit in range(4, 13))
+LANDLOCK_SCOPES = 1 | 2  # ABSTRACT_UNIX_SOCKET, SIGNAL (ABI 6)
+LANDLOCK_WRITABLE_FILES = ("/dev/null",)
+
+
+def landlock_abi(libc):
+    """The kernel's Landlock ABI version; 0 without Landlock (or without ctypes)."""
+    if libc is None:
+        return 0
+    version = libc.syscall(SYS_LANDLOCK_CREATE_RULESET, None, 0,
+                           LANDLOCK_CREATE_RULESET_VERSION)
+    return max(version, 0)
+
+
+def landlock_masks(abi):
+    """(the filesystem rights a ruleset handles, the rights a file rule may grant, scopes)."""
+    changes = LANDLOCK_CHANGES_V1 | (LANDLOCK_REFER if abi >= 2 else 0) | (
+        LANDLOCK_TRUNCATE if abi >= 3 else 0)
+    files = LANDLOCK_WRITE_FILE | (LANDLOCK_TRUNCATE if abi >= 3 else 0)
+    return changes, files, LANDLOCK_SCOPES if abi >= 6 else 0
+
+
+def compile_landlock(abi):
+    """The ctypes structures a child fills and passes to Landlock, built once in the zygote
+    (like ``compile_seccomp``: a child that built them would copy shared pages)."""
+    import ctypes
+
+    class RulesetAttr(ctypes.Structure):
+        _fields_ = [("handled_access_fs", ctypes.c_uint64),
+                    ("handled_access_net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+
+    class PathBeneath(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+    changes, files, scopes = landlock_masks(abi)
+    return (abi, changes, files, scopes, RulesetAttr(), PathBeneath(), ctypes.byref,
+            ctypes.sizeof(RulesetAttr))
+
+
+def install_landlock(libc, compiled, folders):
+    """Restrict this process (and all it forks) to changing the filesystem below ``folders``
+    (``O_PATH`` descriptors, closed here; none: the filesystem is not restricted, only the
+    scopes apply) and writing ``LANDLOCK_WRITABLE_FILES``; True if the kernel took it."""
+    _abi, changes, files, scopes, attr, beneath, byref, size = compiled
+    rules = [(fd, changes) for fd in folders]
+    try:
+        rules += [(os.open(path, os.O_PATH | os.O_CLOEXEC), files)
+                  for path in LANDLOCK_WRITABLE_FILES if folders]
+        attr.handled_access_fs = changes if folders else 0
+        attr.handled_access_net = 0
+        attr.scoped = scopes
+        if not attr.handled_access_fs and not scopes:
+            return True  # nothing this kernel could add
+        ruleset = libc.syscall(SYS_LANDLOCK_CREATE_RULESET, byref(attr), size, 0)
+        if ruleset < 0:
+            return False
+        try:
+            for fd, access in rules:
+                beneath.allowed_access, beneath.parent_fd = access, fd
+                if libc.syscall(SYS_LANDLOCK_ADD_RULE, ruleset, LANDLOCK_RULE_PATH_BENEATH,
+                                byref(beneath), 0) != 0:
+                    return False
+            return libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) == 0
+        finally:
+            os.close(ruleset)
+    finally:
+        for fd, _ in rules:
+            os.close(fd)
 
 
 def drop_capabilities(libc):
@@ -554,6 +642,31 @@ _SYSV_IPC_SYSCALLS = {
 _REFUSED_COMMANDS = {  # syscall: (numbers, the command argument, commands refused)
     "fcntl": ((72, 25), 1, (8, 10, 15)),  # F_SETOWN, F_SETSIG, F_SETOWN_EX
     "ioctl": ((16, 29), 1, (0x8901, 0x8902)),  # FIOSETOWN, SIOCSPGRP
+    # AF_VSOCK ignores network namespaces: ports shared across slots, and on a virtual
+    # machine the hypervisor host is a peer (issue 50)
+    "socket": ((41, 198), 0, (40,)),
+}
+# Shared pools and other processes' settings (issue 50): vmsplice pins whole (huge) pages in
+# a pipe, memory outside every limit; io_setup takes from the host's AIO pool (aio-max-nr);
+# POSIX message queues are memory no rlimit counts that outlive the completion in the slot's
+# IPC namespace; migrate_pages, move_pages and process_madvise act on another process's
+# memory. Numbers: (x86_64, aarch64).
+_SHARED_POOL_SYSCALLS = {
+    "vmsplice": (278, 75), "io_setup": (206, 0), "mq_open": (240, 180),
+    "migrate_pages": (256, 238), "move_pages": (279, 239), "process_madvise": (440, 440),
+}
+# A process's limits, priority and scheduling (issue 50): without a PID namespace of its own
+# (level 0) the candidate could lower the trainer's file-size limit, make it SCHED_IDLE or
+# nice 19, pin it to one CPU, or kill a sibling completion through its CPU limit. These calls
+# may name only the child itself: a pid of 0 or its own pid; setpriority and ioprio_set only
+# for one process (PRIO_PROCESS 0, IOPRIO_WHO_PROCESS 1), never a group or a user.
+_OWN_PROCESS_SYSCALLS = {  # syscall: (numbers, the pid argument)
+    "prlimit64": ((302, 261), 0), "sched_setparam": ((142, 118), 0),
+    "sched_setscheduler": ((144, 119), 0), "sched_setaffinity": ((203, 122), 0),
+    "sched_setattr": ((314, 274), 0),
+}
+_OWN_PROCESS_PAIRS = {  # syscall: (numbers, (which argument, its one value), the pid argument)
+    "setpriority": ((141, 140), (0, 0), 1), "ioprio_set": ((251, 30), (0, 1), 1),
 }
 SECCOMP_ALLOW, SECCOMP_ERRNO, EPERM, ENOSYS = 0x7FFF0000, 0x00050000, 1, 38
 SELF_PID, SELF_GROUP = 0x7FFFFFF0, 0x7FFFFFF1  # placeholders: the child's own pid and -pid
@@ -580,15 +693,27 @@ def _refuse_values(number, index, values):
     return rows + [(0x06, 0, 0, SECCOMP_ALLOW), (0x06, 0, 0, SECCOMP_ERRNO | EPERM)]
 
 
+def _allow_only_both(number, first, values):
+    """Rows: syscall ``number`` is allowed only if argument ``first[0]`` equals ``first[1]``
+    and argument ``values[0]`` is one of ``values[1]``."""
+    (index_a, value_a), (index_b, allowed) = first, values
+    count = len(allowed)
+    rows = [(0x15, 0, count + 5, number), _arg(index_a),
+            (0x15, 0, count + 1, value_a), _arg(index_b)]
+    rows += [(0x15, count - k, 0, value) for k, value in enumerate(allowed)]
+    return rows + [(0x06, 0, 0, SECCOMP_ERRNO | EPERM), (0x06, 0, 0, SECCOMP_ALLOW)]
+
+
 def seccomp_program(machine=None):
     """The seccomp filter, as (code, jt, jf, k) rows, or None for an unknown architecture.
 
     Keyring calls fail with EPERM; sync and syncfs succeed without doing anything; signals
     reach only the child itself (``SELF_PID`` and ``SELF_GROUP`` are filled in by
     ``install_seccomp``); the calls that reach into another process fail; so do new
-    namespaces, mounts, io_uring, userfaultfd, bpf, perf_event_open and System V IPC
-    (clone3 answers ENOSYS); any syscall of another ABI (i386 through int 0x80, x32) fails, so numbers mean
-    what we think.
+    namespaces, mounts, io_uring, userfaultfd, bpf, perf_event_open, System V IPC, POSIX
+    message queues, vmsplice, io_setup and AF_VSOCK sockets (clone3 answers ENOSYS); limits,
+    priority and scheduling calls name only the child itself; any syscall of another ABI
+    (i386 through int 0x80, x32) fails, so numbers mean what we think.
     """
     machine = machine or MACHINE
     table = _SECCOMP_TABLES.get(machine)
@@ -605,7 +730,8 @@ def seccomp_program(machine=None):
     denied = tuple(denied) + tuple(
         numbers[column] for numbers in (*_OTHER_PROCESS_SYSCALLS.values(),
                                         *_KERNEL_SURFACE_SYSCALLS.values(),
-                                        *_SYSV_IPC_SYSCALLS.values()))
+                                        *_SYSV_IPC_SYSCALLS.values(),
+                                        *_SHARED_POOL_SYSCALLS.values()))
     for number in denied:
         rows += [(0x15, 0, 1, number), (0x06, 0, 0, SECCOMP_ERRNO | EPERM)]
     rows += [(0x15, 0, 1, CLONE3_SYSCALL[column]), (0x06, 0, 0, SECCOMP_ERRNO | ENOSYS),
@@ -617,6 +743,10 @@ def seccomp_program(machine=None):
     for name, (numbers, index) in _SIGNAL_SYSCALLS.items():
         own = (0, SELF_PID, SELF_GROUP) if name == "kill" else (SELF_PID,)
         rows += _allow_only(numbers[column], index, own)
+    for numbers, index in _OWN_PROCESS_SYSCALLS.values():
+        rows += _allow_only(numbers[column], index, (0, SELF_PID))
+    for numbers, which, index in _OWN_PROCESS_PAIRS.values():
+        rows += _allow_only_both(numbers[column], which, (index, (0, SELF_PID)))
     for numbers, index, commands in _REFUSED_COMMANDS.values():
         rows += _refuse_values(numbers[column], index, commands)
     return rows + [(0x06, 0, 0, SECCOMP_ALLOW)]
@@ -717,9 +847,10 @@ def trial_child(spec, libc, root):
         os._exit(15)
 
 
-def per_child_layers(config, libc, layout):
+def per_child_layers(config, libc, layout, namespaces):
     """The per-completion layers this kernel allows, each tried for real in a child."""
-    layers = {"pid_ns": False, "fs": False, "seccomp": None}
+    layers = {"pid_ns": False, "fs": False, "seccomp": None, "net_each": False,
+              "landlock": None}
     if libc is None:
         return layers
     program = seccomp_program()
@@ -731,10 +862,34 @@ def per_child_layers(config, libc, layout):
         if config.get(key) and (key != "fs" or SYS_PIVOT_ROOT > 0) and \
                 trial(wanted, libc, config["root"], layout):
             layers[key] = True
+    if namespaces["net"] and config.get("net_each") and \
+            trial_alone(lambda: libc.unshare(CLONE_NEWNET) == 0):
+        layers["net_each"] = True
+    abi = landlock_abi(libc) if config.get("landlock") else 0
+    if abi:
+        landlock = compile_landlock(abi)
+        if trial_alone(lambda: libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
+                       and install_landlock(libc, landlock, (os.open(
+                           config["root"], os.O_PATH | os.O_CLOEXEC),))):
+            layers["landlock"] = landlock
     return layers
 
 
-def remove_as_owner(paths, shared_dirs, uid, libc=None):
+def trial_alone(attempt):
+    """Does ``attempt()`` return True in a forked child? (Layers a child enters by itself.)"""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os._exit(0 if attempt() else 1)
+        finally:
+            os._exit(2)
+    return os.waitpid(pid, 0)[1] == 0
+
+
+CLEAN_UP_FILES = 32  # descriptors the clean-up may open: its walks need four at any depth
+
+
+def remove_as_owner(paths, shared_dirs, uid, libc=None, cpu_s=2):
     """The clean-up after a child without a private root, run in a child of the zygote with
     the sandbox uid's own rights: it can remove only what that uid could remove itself, so
     no link or race the candidate set up can turn it against anything else.
@@ -742,12 +897,16 @@ def remove_as_owner(paths, shared_dirs, uid, libc=None):
     It sweeps by owner, not by place (issue 32, class 6): the working folders, then
     everything the uid owns anywhere below the world-writable folders (descending into every
     world-writable folder, sticky ones of other users included), then the System V shared
-    memory, queues and semaphores it owns (without an IPC namespace they would outlive it)."""
+    memory, queues and semaphores it owns (without an IPC namespace they would outlive it).
+    ``cpu_s``: its CPU limit (a later, longer round gets more: issue 50)."""
     if uid is not None:
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
-    resource.setrlimit(resource.RLIMIT_CPU, (2, 2))  # a huge tree cannot hold the zygote
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))  # a huge tree cannot hold it
+    # its walks hold a constant number of descriptors at any depth (issue 50): a low limit
+    # costs nothing, and a walk that needed one per level would fail here, not loop
+    resource.setrlimit(resource.RLIMIT_NOFILE, (CLEAN_UP_FILES, CLEAN_UP_FILES))
     for path in paths:
         empty_folder(path)
     if uid is None:
@@ -761,84 +920,157 @@ def remove_as_owner(paths, shared_dirs, uid, libc=None):
 def sweep_owned(top, uid, limit=100000):
     """Remove every entry ``uid`` owns below ``top``, entering only folders others may write
     in (where such an entry can be) and never following a symlink; at most ``limit``
-    folders are read."""
+    folders are read. Each folder is listed once: an entry that vanishes meanwhile is
+    skipped, never the rest of the folder (issue 50)."""
     import stat
     stack, seen = [top], 0
     while stack and seen < limit:
         folder = stack.pop()
         seen += 1
-        for name, is_dir in owned_entries(folder, uid):
+        for name, info in listed_entries(folder):
             path = os.path.join(folder, name)
-            if is_dir:
-                empty_folder(path)
-                try_call(os.rmdir, path)
-            else:
-                try_call(os.unlink, path)
-        try:
-            with os.scandir(folder) as entries:
-                for entry in entries:
-                    info = entry.stat(follow_symlinks=False)
-                    if stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH:
-                        stack.append(entry.path)
-        except OSError:
-            pass
+            if info.st_uid == uid:
+                if stat.S_ISDIR(info.st_mode):
+                    empty_folder(path)
+                    try_call(os.rmdir, path)
+                else:
+                    try_call(os.unlink, path)
+            elif stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH:
+                stack.append(path)
 
 
-def owned_entries(folder, uid):
-    """(name, is a real folder) of the entries ``uid`` owns directly in ``folder``."""
-    import stat
+def listed_entries(folder):
+    """(name, lstat result) of each entry of ``folder`` (a path or a folder descriptor).
+
+    An entry removed between the listing and its ``lstat`` is skipped, and the listing goes
+    on: before issue 50 one such entry ended the whole folder's sweep."""
     found = []
     try:
         with os.scandir(folder) as entries:
             for entry in entries:
-                info = entry.stat(follow_symlinks=False)
-                if info.st_uid == uid:
-                    found.append((entry.name, stat.S_ISDIR(info.st_mode)))
+                try:
+                    found.append((entry.name, entry.stat(follow_symlinks=False)))
+                except OSError:
+                    continue
     except OSError:
         pass
     return found
 
 
-def empty_folder(path):
-    """Delete everything under ``path`` (not ``path`` itself), depth-first without recursion,
-    through folder descriptors opened with O_NOFOLLOW, unlocking folders chmod-ed to 0."""
+def owned_entries(folder, uid):
+    """(name, is a real folder) of the entries ``uid`` owns directly in ``folder``."""
     import stat
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    return [(name, stat.S_ISDIR(info.st_mode)) for name, info in listed_entries(folder)
+            if info.st_uid == uid]
+
+
+# (getattr: the package is imported on Windows too, where the sandbox never runs)
+FOLDER_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) \
+    | getattr(os, "O_CLOEXEC", 0)
+EMPTY_FOLDER_PASSES = 4  # walks from the top again if a folder moved under one
+
+
+def empty_folder(path, deadline=None):
+    """Delete everything under ``path`` (not ``path`` itself), depth-first without recursion,
+    through folder descriptors opened with O_NOFOLLOW (a symlink is removed, never
+    followed), unlocking folders chmod-ed to 0; True if ``path`` is empty at the end.
+    ``deadline`` (a ``time.monotonic()`` value): stop there, with False.
+
+    It holds at most four descriptors at any depth (issue 50: one per level ran out on a
+    chain of folders deeper than RLIMIT_NOFILE, and the walk then looped for ever): it goes
+    down with ``openat`` and back up through ``..``, checked against the folder it came
+    from. Each folder is listed once and entered at most once per pass, and an entry that
+    vanishes meanwhile is skipped, so it ends in time proportional to the tree."""
     try_call(os.chmod, path, 0o700)
     try:
-        stack = [(os.open(path, flags), None)]
+        top = os.open(path, FOLDER_FLAGS)
     except OSError:
-        return
-    while stack:
-        fd, _ = stack[-1]
-        pushed = False
-        try:
-            names = os.listdir(fd)
-        except OSError:
-            names = []
-        for name in names:
-            try:
-                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except OSError:
+        return False
+    try:
+        for _ in range(EMPTY_FOLDER_PASSES):
+            emptied = empty_from(top, deadline)
+            if emptied is not None:
+                return emptied
+        return False
+    finally:
+        os.close(top)
+
+
+def empty_from(top, deadline=None):
+    """One pass of ``empty_folder`` below the folder descriptor ``top``: True if the folder
+    is empty at the end, False if not (or past ``deadline``), None if a folder moved during
+    the walk (its ``..`` is not the folder the walk came from: a new pass starts from the
+    top)."""
+    fd = os.dup(top)
+    try:
+        here, todo, trail = folder_identity(fd), clear_folder(fd, deadline), []
+        while True:
+            if deadline is not None and past(deadline):
+                return False
+            entered = enter_next(fd, todo)
+            if entered is not None:  # down: one level deeper, the parent's descriptor closed
+                name, child = entered
+                trail.append((here, todo, name))
+                os.close(fd)
+                fd = child
+                here, todo = folder_identity(fd), clear_folder(fd, deadline)
                 continue
-            if stat.S_ISDIR(info.st_mode):
-                try_call(os.chmod, name, 0o700, dir_fd=fd)  # ours: only our own folders
-                if try_call(os.rmdir, name, dir_fd=fd):
-                    continue
-                try:
-                    stack.append((os.open(name, flags, dir_fd=fd), name))
-                    pushed = True
-                    break
-                except OSError:
-                    continue
-            else:
-                try_call(os.unlink, name, dir_fd=fd)
-        if pushed or len(stack) > 100000:
-            continue
-        fd, name = stack.pop()
+            if not trail:
+                return not os.listdir(fd)
+            here, todo, name = trail.pop()  # up: this folder is as empty as it gets
+            up = os.open("..", FOLDER_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = up
+            if folder_identity(fd) != here:
+                return None
+            try_call(os.rmdir, name, dir_fd=fd)
+    except OSError:
+        return None
+    finally:
         os.close(fd)
-        if stack and name is not None:
-            try_call(os.rmdir, name, dir_fd=stack[-1][0])
+
+
+def past(deadline):
+    """Is ``time.monotonic()`` past ``deadline``?"""
+    import time
+    return time.monotonic() > deadline
+
+
+def folder_identity(fd):
+    """(device, inode) of an open folder."""
+    info = os.fstat(fd)
+    return info.st_dev, info.st_ino
+
+
+def clear_folder(fd, deadline=None):
+    """Remove the files, links and empty folders directly in the folder ``fd`` (until
+    ``deadline``); the names of the subfolders still there (to be entered). An entry gone
+    since the listing is skipped (issue 50)."""
+    import stat
+    left = []
+    for name, info in listed_entries(fd):
+        if deadline is not None and past(deadline):  # (one rmdir can cost 2 ms on a disk)
+            break
+        if not stat.S_ISDIR(info.st_mode):
+            try_call(os.unlink, name, dir_fd=fd)
+            continue
+        try_call(os.chmod, name, 0o700, dir_fd=fd)  # ours: only our own folders
+        if not try_call(os.rmdir, name, dir_fd=fd):
+            left.append(name)
+    return left
+
+
+def enter_next(fd, todo):
+    """Open the next of the subfolders ``todo`` of folder ``fd`` that can still be opened
+    (O_NOFOLLOW: a symlink swapped in is not followed): (its name, its descriptor), or None
+    once there is none left."""
+    while todo:
+        name = todo.pop()
+        try:
+            return name, os.open(name, FOLDER_FLAGS, dir_fd=fd)
+        except OSError:  # gone, or not a folder of ours: nothing to enter
+            continue
+    return None
 
 
 def try_call(function, *args, **kwargs):
@@ -909,7 +1141,8 @@ def clean(spec, libc):
         try:
             if libc is not None:
                 libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)  # it dies with the zygote
-            remove_as_owner(spec["paths"], spec["shared"], spec["uid"], libc)
+            remove_as_owner(spec["paths"], spec["shared"], spec["uid"], libc,
+                            max(2, int(spec.get("deadline", 2.0)) + 1))
             os._exit(0)
         finally:
             os._exit(1)
@@ -999,7 +1232,7 @@ def zygote_main():
     with_fd = os.open("/proc/self/ns/pid", os.O_RDONLY)  # before the skeleton hides /proc
     os.dup2(with_fd, PID_NS_FD)
     os.close(with_fd)
-    layers = per_child_layers(config, libc, layout)
+    layers = per_child_layers(config, libc, layout, namespaces)
     if layers["fs"]:
         try:
             build_skeleton(layout, config["root"], libc)
@@ -1009,7 +1242,8 @@ def zygote_main():
     sock = socket.socket(fileno=0)
     report = dict(namespaces, ctypes=libc is not None, pid=os.getpid(),
                   version=sys.version.split()[0], pid_ns=layers["pid_ns"], fs=layers["fs"],
-                  seccomp=layers["seccomp"] is not None)
+                  seccomp=layers["seccomp"] is not None, net_each=layers["net_each"],
+                  landlock=layers["landlock"][0] if layers["landlock"] else 0)
     payload = marshal.dumps(report, 4)
     sock.sendall(b"Z" + struct.pack("!i", len(payload)) + payload)
     import random  # noqa: F401  (once here, not in every child: each child seeds it)

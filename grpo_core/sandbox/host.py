@@ -57,11 +57,14 @@ class Isolation:
     seccomp: bool = False  # no kernel keyrings, sync(2) a no-op
     ipc_limits: bool = False  # near-zero System V limits in the IPC namespace
     portable: bool = False  # the portable tier: no zygote, no namespaces (portable.py)
+    network_each: bool = False  # each completion in a network namespace of its own
+    landlock: int = 0  # the Landlock ABI each completion restricts itself with (0: none)
 
-    def promised(self) -> tuple[bool, ...]:
+    def promised(self) -> tuple[bool | int, ...]:
         """The kernel layers a zygote must reach for these settings."""
         return (self.network_namespace, self.ipc_namespace, self.user_namespace,
-                self.pid_namespace, self.private_root, self.seccomp, self.ipc_limits)
+                self.pid_namespace, self.private_root, self.seccomp, self.ipc_limits,
+                self.network_each, self.landlock)
 
     @property
     def level(self) -> int:
@@ -76,7 +79,7 @@ class Slot:
     ``finish``: set when a clean-up did not end by its deadline (issue 32, class 6): a call
     that finishes it. The slot then stays busy (its uid quarantined) until a background
     thread has run it, instead of being handed to the next completion with files of the last
-    one still there.
+    one still there. The thread frees the slot whatever ``finish`` does (issue 50).
     """
 
     key: int
@@ -89,12 +92,13 @@ def sandbox_env(workdir: str) -> dict[str, str]:
     return {**_ENV_ALLOWLIST, "HOME": workdir, "TMPDIR": workdir}
 
 
-def prepare_base_dir() -> str:
-    """The folder that holds working folders and uid locks; created 0711, checked if present.
+def prepare_base_dir(parent: str | None = None) -> str:
+    """The folder that holds working folders (under ``parent``, default the temporary folder);
+    created 0711, checked if present.
 
     0711: a sandbox uid can reach its own working folder but cannot list the others.
     """
-    path = os.path.join(tempfile.gettempdir(), f"grpo-sandbox-{os.geteuid()}")
+    path = os.path.join(parent or tempfile.gettempdir(), f"grpo-sandbox-{os.geteuid()}")
     with contextlib.suppress(FileExistsError):
         os.mkdir(path, 0o711)
     info = os.lstat(path)
@@ -114,6 +118,43 @@ def existing_shared_dirs() -> tuple[str, ...]:
             if os.stat(real).st_mode & stat.S_IWOTH:
                 found.setdefault(real, real)
     return tuple(found)
+
+
+# what a walk for world-writable folders never enters: kernel views, not folders on a disk
+_NOT_WALKED = ("/proc", "/sys")
+WALK_LIMIT = 500_000  # folders looked at, at most (about 0.6 s for 31 000 on the course machine)
+
+
+def world_writable_folders(top: str = "/", limit: int = WALK_LIMIT) -> tuple[str, ...]:
+    """Every world-writable folder a sandbox uid can reach from ``top`` (issue 50).
+
+    Where neither a private root nor Landlock keeps a completion's files in its working
+    folder, the clean-up must know every folder the uid could write to: a sticky folder below
+    a private TMPDIR or a 1777 folder anywhere, not only /tmp and its kin. Only folders that
+    others may search (o+x) are entered, as the sandbox uid could enter no other; symlinks
+    are not followed. Run once per process, by the probe, and only in that case.
+    """
+    found: list[str] = []
+    stack, looked_at = [top], 0
+    while stack and looked_at < limit:
+        try:
+            entries = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                looked_at += 1
+                try:
+                    if entry.path in _NOT_WALKED or not entry.is_dir(follow_symlinks=False):
+                        continue
+                    mode = entry.stat(follow_symlinks=False).st_mode
+                except OSError:
+                    continue
+                if mode & stat.S_IXOTH:
+                    stack.append(entry.path)
+                    if mode & stat.S_IWOTH:
+                        found.append(entry.path)
+    return tuple(sorted(found))
 
 
 # ---------------------------------------------------------------- worker slots
@@ -143,23 +184,25 @@ def worker_slot(isolation: Isolation) -> Iterator[Slot]:
 
     try:
         yield slot
-    except BaseException:
-        release()
-        raise
-    if slot.finish is None:
-        release()
-    else:  # quarantined: the clean-up ends in the background, then the uid is free again
-        threading.Thread(target=_finish_then_release, args=(slot.finish, release),
-                         name=f"grpo-sandbox-clean-up-{slot.key}", daemon=True).start()
+    finally:  # an interrupted run too may have left a clean-up to finish
+        if slot.finish is None:
+            release()
+        else:  # quarantined: the clean-up ends in the background, then the uid is free again
+            threading.Thread(target=_finish_then_release, args=(slot.finish, release),
+                             name=f"grpo-sandbox-clean-up-{slot.key}", daemon=True).start()
 
 
 def _finish_then_release(finish: Callable[[], None], release: Callable[[], None]) -> None:
-    """Run an unfinished clean-up to its end, then free the slot (never raises)."""
+    """Run an unfinished clean-up to its end, then free the slot, whatever ``finish`` does
+    (never raises). Issue 50: one that raised kept its uid out of use for good, and once all
+    of them were, every later ``run_tests`` blocked; what a failed clean-up left, the slot's
+    next clean-up tries again (``execute._carried_over``, and the sweep by owner)."""
     try:
         finish()
-    except Exception:  # noqa: BLE001 - a clean-up that cannot end keeps its uid quarantined
-        return
-    release()
+    except Exception:  # noqa: BLE001, S110 - a daemon thread has no one to tell
+        pass
+    finally:
+        release()
 
 
 def _acquire_local(count: int) -> int:
@@ -179,12 +222,40 @@ def _acquire(isolation: Isolation) -> tuple[int, int]:
                 if uid in _slots_in_use:
                     continue
                 _slots_in_use.add(uid)
-            lock_fd = _try_lock(os.path.join(isolation.base_dir, f"uid-{uid}.lock"))
+            lock_fd = _try_lock(os.path.join(uid_lock_dir(), f"uid-{uid}.lock"))
             if lock_fd is not None:
                 return uid, lock_fd
             with _slots_lock:
                 _slots_in_use.discard(uid)  # another process holds it
         time.sleep(0.005)
+
+
+def temp_parent_for_uids() -> str:
+    """The temporary folder, if a sandbox uid may walk the whole path to it; else /tmp.
+
+    A private TMPDIR (0700, as on clusters; macOS sets one) would keep the sandbox uid out of
+    its own working folder: the probe then fell back to level 0 (issue 50).
+    """
+    folder = os.path.realpath(tempfile.gettempdir())
+    path = "/"
+    for part in folder.strip("/").split("/"):
+        path = os.path.join(path, part)
+        try:
+            if not os.stat(path).st_mode & stat.S_IXOTH:
+                return "/tmp"
+        except OSError:
+            return "/tmp"
+    return folder
+
+
+def uid_lock_dir() -> str:
+    """Where the uid locks live: /tmp's folder of this user whatever TMPDIR says (issue 50).
+
+    Two trainers with different TMPDIRs must still see each other's locks: with the locks
+    beside the working folders, each would take uid 60100 and kill the other's completions.
+    /tmp is where they lived before, so a process of an older version still agrees.
+    """
+    return prepare_base_dir("/tmp") if os.path.isdir("/tmp") else prepare_base_dir()
 
 
 def _try_lock(path: str) -> int | None:

@@ -9,6 +9,7 @@ leaves did not all arrive as valid records fails.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import cmath
 import collections
@@ -24,18 +25,31 @@ import re
 import string
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .split import BINOP_NAME, GUARD_NAME, METHOD_NAME, VALUES_NAME, SplitPlan
+from .split import (
+    BINOP_NAME,
+    CALLS_NAME,
+    GUARD_NAME,
+    METHOD_NAME,
+    VALUES_NAME,
+    SplitPlan,
+)
 
 MAX_DEPTH = 60  # the child refuses to encode deeper than 50
 # The parent's work per completion is bounded by what decoding costs, not by bytes (issue 32,
 # class 2: a 2.9 MB record of a million empty lists cost 1.6-2.4 s of the trainer's CPU).
 # The largest honest values of MBPP's 974 references and the course's problems hold at most
-# 644 JSON containers and about 1000 values per completion (all their records: 7 KB).
-MAX_ITEMS = 100_000  # values decoded per completion (a container and each item: one each)
+# 644 JSON containers and about 1000 values per completion (all their records: 7 KB); but an
+# honest test may compare a list of a few hundred thousand items (issue 50, A: 100 000
+# values failed ``squares(250000) == [i * i for i in range(250000)]``, 2.8 MB of records).
+# A million values is what the 4 MiB of records can hold (two bytes each) and costs the
+# parent about 0.35-0.4 s of CPU to decode.
+MAX_ITEMS = 1_000_000  # values decoded per completion (a container and each item: one each,
+# text one more per 16 bytes and an integer one more per 64 bits, as ``weigh`` counts them)
 MAX_CONTAINERS = 10_000  # JSON arrays and objects (each tag: a float is one) per completion
 DECODE_LIMIT = 1_000_000  # values for a direct call of decode_value (trusted callers)
 INT_DIGITS_PER_VALUE = 100_000  # a 4300-digit integer costs as much as 184 values
@@ -200,9 +214,12 @@ def decode_value(payload: Any, depth: int = 0, budget: _Budget | None = None) ->
         raise ValueError("nested too deeply")
     budget.spend(1)
     kind = type(payload)
+    if kind is int:  # charged as ``weigh`` counts it, so that a guard takes what arrives
+        budget.spend(payload.bit_length() >> 6)
     if payload is None or kind in (bool, int, float):
         return payload
     if kind is str:
+        budget.spend(len(payload) >> 5)  # hex: two characters a byte, one value per 16 bytes
         return bytes.fromhex(payload).decode("utf-8", "surrogatepass")
     if kind is list:
         budget.spend_container()
@@ -217,6 +234,8 @@ def decode_value(payload: Any, depth: int = 0, budget: _Budget | None = None) ->
 def _decode_tagged(tag: str, body: Any, depth: int, budget: _Budget) -> Any:
     if tag in ("f", "c", "y", "a") and type(body) is not str:
         raise ValueError("bad scalar")
+    if tag in ("y", "a"):
+        budget.spend(len(body) >> 5)  # as text: one value per 16 bytes
     if tag == "f":
         return float(body)
     if tag == "c":
@@ -276,15 +295,19 @@ def judge_tests(plan: SplitPlan, records: Records) -> tuple[bool, ...]:
     for split, offset in zip(plan.tests, plan.offsets, strict=True):
         values = [records.values.get(offset + k, _MISSING) for k in range(len(split.leaves))]
         verdicts.append(not split.refused and _MISSING not in values
-                        and _evaluate_judge(split.judge, values, plan.imports))
+                        and _evaluate_judge(split.judge, values, plan.imports, plan.literals))
     return tuple(verdicts)
 
 
 def _evaluate_judge(judge: Any, values: list[Any],
-                    imports: tuple[tuple[str, str], ...] = ()) -> bool:
+                    imports: tuple[tuple[str, str], ...] = (),
+                    literals: tuple[tuple[str, str], ...] = ()) -> bool:
     namespace = dict(_JUDGE_GLOBALS)
     namespace.update(_resolve_imports(imports))
+    # the setup's plain values, the parent's own (issue 50, B); made afresh for each test
+    namespace.update((name, ast.literal_eval(source)) for name, source in literals)
     namespace[VALUES_NAME] = values
+    namespace[CALLS_NAME] = count_calls(_MAX_FUNCTION_CALLS)
     try:
         return bool(eval(judge, namespace))  # trusted test code over decoded plain data
     except Exception:
@@ -341,11 +364,21 @@ def guarded_binop(name: str, left: Any, right: Any) -> Any:
 
 
 _MAX_ROUND_DIGITS = 400  # round(x, n): 10 ** |n| is computed for an int x
-# What one guarded call may be given: a value and each item of it count one, 16 characters
-# of text or 64 bits of an integer one more (items shared by a repetition count each time:
-# ``sorted(f() * 1000)`` compares the same big list a thousand times). The decoder lets in at
-# most 100 000 values per completion; ten times that is far above any honest test.
+# What ``weigh`` takes by default, and a repetition of a list (``guarded_binop``): a value
+# and each item of it count one, 16 characters of text or 64 bits of an integer one more
+# (items shared by a repetition count each time: ``sorted(f() * 1000)`` compares the same
+# big list a thousand times).
 _MAX_WEIGHT = 1_000_000
+# What one guarded call or method may be given, its arguments weighed one by one (issue 50,
+# A): a value the decoder admits weighs at most twice what it was charged (an item and its
+# place in its container), so every leaf that arrives is judged, however large; a string
+# the call iterates weighs what the list of its characters would (issue 50, D).
+_MAX_CALL_WEIGHT = 2 * MAX_ITEMS
+# calls of the test's own key functions per test (each guarded: a few microseconds), and
+# the CPU time they may take together: a guarded body may still do one large operation per
+# call (``t ** 290`` of a 4300-digit integer, within guarded_binop's bound, takes 0.26 s)
+_MAX_FUNCTION_CALLS = 100_000
+_MAX_FUNCTION_SECONDS = 0.5
 _MAX_INT_BITS = 1 << 16  # larger ints only come from the judge's own arithmetic
 _MAX_TEXT_INT_BITS = 15_000  # int <-> text is quadratic: Python's own limit is 4300 digits
 _MAX_TEXT_DIGITS = 5_000
@@ -354,6 +387,12 @@ _MAX_JOIN_CHARS = 10_000_000
 _TEXT_CALLS = frozenset({"str", "repr", "int", "float", "complex"})
 _KEYED_CALLS = frozenset({"set", "frozenset", "dict", "collections.Counter",
                           "collections.OrderedDict"})
+# calls that make an object of each item of their first argument (``zip``: of each)
+_ITEMIZING_CALLS = frozenset({"sorted", "list", "tuple", "set", "frozenset", "dict",
+                              "enumerate", "zip", "reversed", "min", "max", "sum", "any",
+                              "all", "collections.Counter", "collections.OrderedDict",
+                              "math.fsum"})
+_TEXTS = (str, bytes, bytearray)
 _PLAIN_TYPES = frozenset({bool, int, float, complex, str, bytes, bytearray, list, tuple, dict,
                           set, frozenset, type(None), type({}.keys()), type({}.values()),
                           type({}.items())})
@@ -401,9 +440,18 @@ def spread_keys(keys: list[Any]) -> list[Any]:
     duplicates, the reason to call ``set``) are fine. Each key is compared with at most
     ``MAX_SAME_HASH`` others, so the check is linear.
     """
+    # count the hashes at C speed first (distinct hashes never collide as keys of this
+    # Counter: an int hash is its own hash); only keys of a crowded hash are compared
+    counts = collections.Counter(map(hash, keys))
+    if not counts or max(counts.values()) <= MAX_SAME_HASH:
+        return keys
+    crowded = {digest for digest, count in counts.items() if count > MAX_SAME_HASH}
     buckets: dict[int, list[Any]] = {}
     for key in keys:
-        bucket = buckets.setdefault(hash(key), [])
+        digest = hash(key)
+        if digest not in crowded:
+            continue
+        bucket = buckets.setdefault(digest, [])
         if key not in bucket:  # identity first, then ==, against at most MAX_SAME_HASH keys
             if len(bucket) >= MAX_SAME_HASH:
                 raise OverflowError("too many keys with one hash")
@@ -434,7 +482,9 @@ def check_arguments(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     """Raise ``OverflowError`` if ``name(*args, **kwargs)`` could cost the parent more than
     about linear time in a bounded input (see ``guarded_call``)."""
     text = name in _TEXT_CALLS
-    weigh((args, kwargs), int_bits=_MAX_TEXT_INT_BITS if text else _MAX_INT_BITS)
+    iterated = (len(args) if name == "zip" else 1) if name in _ITEMIZING_CALLS else 0
+    weigh_arguments((*args, *kwargs.values()), iterated,
+                    _MAX_TEXT_INT_BITS if text else _MAX_INT_BITS)
     if text and any(type(arg) in (str, bytes, bytearray) and len(arg) > _MAX_TEXT_DIGITS
                     for arg in args):
         raise OverflowError("text too long to convert")
@@ -450,6 +500,49 @@ def check_arguments(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
             type(arg) is int and arg.bit_length() > _MAX_MOD_POW_BITS
             for arg in (*args, *kwargs.values())):
         raise OverflowError("result too large to judge")
+
+
+def weigh_arguments(values: tuple[Any, ...], iterated: int = 0,
+                    int_bits: int = _MAX_INT_BITS) -> int:
+    """The weight of a guarded call's arguments together, refusing more than
+    ``_MAX_CALL_WEIGHT`` (``OverflowError``). Each is weighed by itself (the call's own
+    argument tuple is not the candidate's), so a leaf the decoder admitted whole always fits
+    (issue 50, A). The first ``iterated`` of them, if text, weigh what the list of their
+    characters would, ``1 + 2 * len``: the call makes an object of each (issue 50, D:
+    ``dict(enumerate(s))`` on 2 million characters cost 2.7 s and 565 MiB while ``s``
+    weighed 125 000)."""
+    total = 0
+    for position, value in enumerate(values):
+        if position < iterated and type(value) in _TEXTS:
+            total += 1 + 2 * len(value)
+            if total > _MAX_CALL_WEIGHT:
+                raise OverflowError("too much to judge")
+        else:
+            total += weigh(value, limit=_MAX_CALL_WEIGHT - total, int_bits=int_bits)
+    return total
+
+
+def count_calls(limit: int, seconds: float = _MAX_FUNCTION_SECONDS,
+                ) -> Callable[[Any], Callable[..., Any]]:
+    """A wrapper for the test's own key functions, counting their calls against ``limit``
+    and the CPU time they take (this thread's) against ``seconds``, both in all (one budget
+    per test): a key runs once per item of the candidate's value, each call guarded, so
+    their number and their sum are what the guards cannot see (issue 50, D). A call that
+    starts within the budget runs to its end: the overrun is one guarded call at most."""
+    left = [limit, seconds]
+
+    def counted(function: Any) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            left[0] -= 1
+            if left[0] < 0 or left[1] < 0:
+                raise OverflowError("the test's function was called too often")
+            started = time.thread_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                left[1] -= time.thread_time() - started
+        return call
+    return counted
 
 
 def _keyed_argument(name: str, value: Any) -> Any:
@@ -476,7 +569,7 @@ def guarded_method(value: Any, name: str) -> Any:
     method = getattr(value, name)
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        weigh((value, args, kwargs))
+        weigh_arguments((value, *args, *kwargs.values()))
         if name == "join" and len(args) == 1 and not kwargs:  # else str.join's own TypeError
             items = list(args[0])
             size = sum(len(item) for item in items if isinstance(item, (str, bytes)))

@@ -17,12 +17,18 @@ keeps:
   where the system has and enforces it;
 * **a budget enforced from outside**: the parent SIGKILLs the process group at the
   wall-clock backstop (``2 * timeout_s + 0.25`` s), and also once the child has used
-  ``timeout_s`` of CPU where /proc tells it (Linux).
+  ``timeout_s`` of CPU where /proc tells it (Linux);
+* **a disk cap on its working folder** (issue 50): besides ``RLIMIT_FSIZE`` per file, the
+  parent looks at the folder every ``WATCH_S`` while the child runs and kills it once
+  it holds more than ``DISK_BYTES``, ``DISK_ENTRIES`` entries or ``DISK_DEPTH`` levels (the
+  Linux tiers' tmpfs: 16 MiB, 4096 inodes); a working folder left full is removed by a
+  background thread while the slot stays busy, never in the trainer's call.
 
 What it does not stop (there are no namespaces, no separate uid and no syscall filter): the
 candidate runs as the current user, can read and change that user's files (answer keys
 included), reach the network, signal or ptrace the user's processes (the trainer included)
-and leave files outside its working folder or processes that leave its process group.
+and leave files outside its working folder (no cap there) or processes that leave its
+process group.
 """
 
 from __future__ import annotations
@@ -35,9 +41,11 @@ import subprocess
 import time
 from typing import Any
 
-from ._child import empty_folder
+from ._child import FOLDER_FLAGS, empty_folder
 from .execute import (
+    CLEAN_UP_GRACE_S,
     OUTPUT_BUDGET,
+    TMPFS_BYTES,
     ChildRun,
     SandboxError,
     _collect,
@@ -47,14 +55,20 @@ from .execute import (
 )
 from .host import BOOTSTRAP, Isolation, Slot, make_workdir, sandbox_env
 
+DISK_BYTES = TMPFS_BYTES  # bytes a completion may keep in its working folder (as allocated)
+DISK_ENTRIES = 4096  # files, folders and links in it (the Linux tiers' tmpfs has 4096 inodes)
+DISK_DEPTH = 64  # levels of folders; a deeper tree is over the cap (no honest one nests so)
+REMOVE_IN_CALL_S = 0.05  # what the caller may spend removing a working folder (issue 50)
+
 
 def run_portable(isolation: Isolation, slot: Slot, request: dict[str, Any],
                  limits: list[tuple[str, int]], timeout_s: float,
                  budget: int = OUTPUT_BUDGET) -> ChildRun:
     """``execute.run_child`` for the portable tier (the same arguments; ``slot`` only counts
     concurrent runs): start one fresh child for ``request``, collect its records, kill and
-    reap it, remove its working folder. Raises ``SandboxError`` only if the interpreter
-    cannot be started."""
+    reap it, remove its working folder (in the background, the slot kept busy, unless it is
+    empty: ``_remove_later``). Raises ``SandboxError`` only if the interpreter cannot be
+    started."""
     workdir = make_workdir(isolation, None)
     result_r, result_w = os.pipe()
     started = time.monotonic()
@@ -78,7 +92,8 @@ def run_portable(isolation: Isolation, slot: Slot, request: dict[str, Any],
             process.stdin.close()
         exited = _exit_check(process.pid)
         data, ended_by = _collect(result_r, deadline, budget, process.pid, timeout_s,
-                                  exited=exited) if sent == "ok" else (b"", sent)
+                                  exited=exited, watch=_disk_watch(workdir)) \
+            if sent == "ok" else (b"", sent)
         status = _stop(process)
         run = ChildRun(data, ended_by, status, time.monotonic() - started)
     finally:
@@ -88,8 +103,84 @@ def run_portable(isolation: Isolation, slot: Slot, request: dict[str, Any],
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        _remove(workdir)
+        _remove_later(slot, workdir, deadline + CLEAN_UP_GRACE_S)
     return run
+
+
+def _disk_watch(workdir: str):
+    """The check ``_collect`` runs while the child runs: ``disk`` once ``workdir`` is over the
+    cap (the run then ends and the child is killed), else None."""
+    def watch() -> str | None:
+        return "disk" if over_disk_cap(workdir) else None
+    return watch
+
+
+def over_disk_cap(workdir: str, max_bytes: int = DISK_BYTES, max_entries: int = DISK_ENTRIES,
+                  max_depth: int = DISK_DEPTH) -> bool:
+    """Does ``workdir`` hold more than ``max_bytes`` (allocated blocks), more than
+    ``max_entries`` entries, or folders nested deeper than ``max_depth``?
+
+    It stops at the first excess, so one look costs at most ``max_entries`` ``lstat`` calls
+    and ``max_depth`` descriptors, whatever the candidate built; it opens folders with
+    O_NOFOLLOW relative to their parent, so no symlink or long path leads it elsewhere. An
+    entry removed meanwhile is not counted."""
+    totals = [0, 0]  # entries, bytes
+    try:
+        fds = [os.open(workdir, FOLDER_FLAGS)]
+    except OSError:
+        return False
+    try:
+        pending = [_tally(fds[0], totals, max_entries)]  # per open folder: its subfolders not yet looked at
+        while pending and totals[0] <= max_entries and totals[1] <= max_bytes:
+            if not pending[-1]:
+                pending.pop()
+                os.close(fds.pop())
+                continue
+            if len(fds) > max_depth:
+                return True
+            try:
+                fds.append(os.open(pending[-1].pop(), FOLDER_FLAGS, dir_fd=fds[-1]))
+            except OSError:
+                continue
+            pending.append(_tally(fds[-1], totals, max_entries))
+        return totals[0] > max_entries or totals[1] > max_bytes
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _tally(fd: int, totals: list[int], max_entries: int) -> list[str]:
+    """Add the entries of folder ``fd`` and the blocks they hold to ``totals``, stopping once
+    there are more than ``max_entries`` (a folder of a million files costs no more than
+    that); the names of its subfolders."""
+    import stat
+    folders: list[str] = []
+    try:
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:  # removed since the listing
+                    continue
+                totals[0] += 1
+                totals[1] += getattr(info, "st_blocks", 0) * 512 or info.st_size
+                if stat.S_ISDIR(info.st_mode):
+                    folders.append(entry.name)
+                if totals[0] > max_entries:
+                    break
+    except OSError:
+        pass
+    return folders
+
+
+def _remove_later(slot: Slot, workdir: str, by: float) -> None:
+    """Remove the working folder: in the call if that takes at most ``REMOVE_IN_CALL_S``
+    (and ends by ``by``, the run's backstop plus the grace: an honest completion's folder is
+    empty), else in a background thread while ``slot`` stays busy (``host.worker_slot``).
+    Issue 50: removing a full folder in the trainer's call took minutes, and a chain of
+    folders deeper than the descriptor limit never ended."""
+    if not _remove(workdir, min(time.monotonic() + REMOVE_IN_CALL_S, by)):
+        slot.finish = lambda: _remove(workdir)
 
 
 def _exit_check(pid: int):
@@ -117,14 +208,21 @@ def _stop(process: subprocess.Popen) -> int | None:
     return -code if code < 0 else code << 8  # back to a wait status (os.WIFSIGNALED...)
 
 
-def _remove(workdir: str) -> None:
+def _remove(workdir: str, deadline: float | None = None) -> bool:
     """Empty and remove the working folder, with the user's own rights (the candidate ran
     with the same ones): through folder descriptors opened with O_NOFOLLOW, so a symlink it
-    planted is removed, never followed. Never raises."""
+    planted is removed, never followed; stop at ``deadline`` (``time.monotonic()``). True if
+    it is gone. Never raises."""
     with contextlib.suppress(OSError):
-        empty_folder(workdir)
+        os.rmdir(workdir)  # empty: the usual case, one call
+        return True
     with contextlib.suppress(OSError):
+        empty_folder(workdir, deadline)
+    try:
         os.rmdir(workdir)
+    except OSError:
+        return False
+    return True
 
 
 def runner_for(isolation: Isolation):

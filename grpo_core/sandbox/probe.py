@@ -28,13 +28,21 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .execute import TMPFS_BYTES, SandboxError
-from .host import Isolation, existing_shared_dirs, prepare_base_dir, worker_slot
+from .host import (
+    Isolation,
+    existing_shared_dirs,
+    prepare_base_dir,
+    temp_parent_for_uids,
+    worker_slot,
+    world_writable_folders,
+)
 from .judge import decode_value
 from .portable import runner_for
 from .zygote import Zygote, ZygoteError, discard_zygote
 
 UID_BASE_DEFAULT = 60100
 UID_SLOTS = 32
+LANDLOCK_WANTED = 1  # "try Landlock": the zygote answers with the ABI version it got (or 0)
 
 
 class SandboxWarning(RuntimeWarning):
@@ -102,17 +110,22 @@ class Facts:
 
 
 def probe_isolation(*, allow_uid_drop: bool = True, allow_namespaces: bool = True,
+                    allow_landlock: bool = True,
                     interpreters: tuple[str, ...] | None = None) -> tuple[Isolation, Facts]:
     """The strongest ``Isolation`` that works here, checked by a real sandboxed run.
 
-    The ``allow_*`` switches exist to test the degraded levels on a machine that has more.
+    The ``allow_*`` switches exist to test the degraded levels on a machine that has more
+    (Landlock needs no namespace: a container that forbids namespaces may still allow it).
     Raises ``SandboxError`` if no interpreter can run the sandbox at all.
     """
     is_root = os.geteuid() == 0
-    base = Isolation(interpreter="", base_dir=prepare_base_dir(),
+    base = Isolation(interpreter="", base_dir=prepare_base_dir(
+                         temp_parent_for_uids() if is_root and allow_uid_drop else None),
                      shared_dirs=existing_shared_dirs(), network_namespace=allow_namespaces,
                      ipc_namespace=allow_namespaces, pid_namespace=allow_namespaces,
-                     private_root=allow_namespaces, seccomp=allow_namespaces)
+                     private_root=allow_namespaces, seccomp=allow_namespaces,
+                     network_each=allow_namespaces,
+                     landlock=LANDLOCK_WANTED if allow_landlock else 0)
     if is_root and allow_uid_drop:
         base = replace(base, uids=free_uids())
     if not is_root:
@@ -150,7 +163,11 @@ def _try(wanted: Isolation, rejected: list[str]) -> tuple[Isolation, Facts] | No
                         ipc_namespace=layers.ipc_namespace,
                         user_namespace=layers.user_namespace,
                         pid_namespace=layers.pid_namespace, private_root=layers.private_root,
-                        seccomp=layers.seccomp, ipc_limits=layers.ipc_limits)
+                        seccomp=layers.seccomp, ipc_limits=layers.ipc_limits,
+                        network_each=layers.network_each, landlock=layers.landlock)
+    if isolation.uids and not (isolation.private_root or isolation.landlock):
+        # the uid can write wherever others may: its clean-up must know every such folder
+        isolation = replace(isolation, shared_dirs=world_writable_folders())
     try:
         facts = _self_test(isolation)
     except SandboxError as error:
@@ -439,8 +456,18 @@ def _layers(isolation: Isolation, facts: Facts) -> list[tuple[str, bool, str]]:
          else "the parent is not root (or no interpreter runs as another uid)"),
         ("no_new_privs", facts.no_new_privs, "prctl(PR_SET_NO_NEW_PRIVS)" if facts.no_new_privs
          else "ctypes is unavailable"),
-        ("no network", facts.network_cut, "empty network namespace" if facts.network_cut
-         else "no network namespace could be created"),
+        ("no network", facts.network_cut, ("an empty network namespace of its own for each "
+         "completion" if isolation.network_each else "an empty network namespace, shared by "
+         "the completions of one worker slot (abstract socket names reach the next one)")
+         if facts.network_cut else "no network namespace could be created"),
+        ("Landlock", isolation.landlock > 0 or isolation.private_root,
+         (f"ABI {isolation.landlock}: " + ("changes to files only below its working folder"
+          if not isolation.private_root else "its files are in its private root")
+          + ("; signals and abstract unix sockets only inside its own domain"
+             if isolation.landlock >= 6 else "")) if isolation.landlock
+         else "not on this kernel; not needed for files: its private root keeps them apart"
+         if isolation.private_root else "this kernel has no Landlock (Linux 5.13+, enabled): "
+         "the candidate can leave files in any world-writable folder it reaches"),
         ("private IPC namespace", isolation.ipc_namespace,
          "System V objects deleted after each child" + (
              "; limits near zero (1 MiB of shared memory, 4 queues, 4 semaphore sets)"
@@ -462,9 +489,10 @@ def _layers(isolation: Isolation, facts: Facts) -> list[tuple[str, bool, str]]:
          if isolation.pid_namespace else "no PID namespace could be created (at level 0 "
          "it needs root)" if isolation.level == 0 else "no PID namespace could be created"),
         ("seccomp filter", isolation.seccomp,
-         "signals only to itself; no ptrace, new namespaces, mounts, io_uring, userfaultfd, "
-         "bpf, perf_event_open, System V IPC or kernel keyrings; sync(2) and syncfs(2) do "
-         "nothing" if isolation.seccomp
+         "signals, limits, priority and scheduling only for itself; no ptrace, new "
+         "namespaces, mounts, io_uring, userfaultfd, bpf, perf_event_open, System V IPC, "
+         "message queues, vmsplice, io_setup, AF_VSOCK or kernel keyrings; sync(2) and "
+         "syncfs(2) do nothing" if isolation.seccomp
          else "seccomp is unavailable (or an unknown architecture)"),
         ("CPU-time budget", True, "timeout_s of CPU, read from /proc by the parent; the wall "
          "clock (2 x timeout_s + 0.25 s) only as a backstop"),

@@ -12,7 +12,11 @@ in the child) binds at module level, statically: definitions, assignments, impor
 inside a top-level ``if``/``try``/``for``. ``import math`` binds the real module and so does
 not count as rebinding ``math``. A name that is neither the candidate's nor one the parent
 resolves itself (a builtin, a trusted module such as ``math``, a name the setup imports from
-one) fails the test for that candidate: it is never shipped.
+one) fails the test for that candidate: it is never shipped. What the setup binds is sorted
+by ``setup_bindings`` (issue 50, B): a plain literal is the parent's, a value built by a
+candidate's call the candidate's, and the setup's own functions and values may only be
+inputs of a candidate's call; a name the setup imports from a trusted module stays the
+parent's when the candidate imports the same object (issue 50, E).
 
 The child evaluates only *candidate calls*: a call whose callee is a candidate name, or an
 attribute or subscript of one (``f(x)``, ``obj.method(x)``, ``fs[0](x)``), with its
@@ -93,6 +97,7 @@ METHOD_NAME = "__method"  # and SAFE_METHODS of plain values through judge.guard
 CANDIDATE_FILENAME, TEST_FILENAME = "<candidate>", "<test>"
 warnings.filterwarnings("ignore", module=f"^({CANDIDATE_FILENAME}|{TEST_FILENAME})$")
 BINOP_NAME = "__binop"  # arithmetic on candidate values goes through a size guard
+CALLS_NAME = "__calls"  # the test's own functions (key=) count their calls (issue 50, D)
 
 
 # CPython 3.11 keeps the AST converter's recursion depth in state that threads share, so two
@@ -151,6 +156,8 @@ class SplitPlan:
     leaves: tuple[Leaf, ...]
     offsets: tuple[int, ...]
     imports: tuple[tuple[str, str], ...] = ()  # trusted names the setup imports, for the judge
+    literals: tuple[tuple[str, str], ...] = ()  # plain values the setup binds, for the judge
+    child_setup: str = ""  # the setup code the child runs: without the judge's own values
 
 
 def plan_tests(code: str, setup_code: str, tests: Sequence[str]) -> SplitPlan:
@@ -161,29 +168,40 @@ def plan_tests(code: str, setup_code: str, tests: Sequence[str]) -> SplitPlan:
     candidate's bindings make unsplittable, or whose trusted names it rebinds, is failed for
     this candidate (``SplitTest.refused``), never raised and never delegated to the child.
     """
-    imported = trusted_imports(setup_code)
+    setup = setup_bindings(setup_code)
+    imported = trusted_imports(setup_code) | frozenset(setup.literals)  # the parent's
     aliases = tuple(sorted(trusted_import_values(setup_code).items()))
-    candidate_names = module_level_names(code) | (module_level_names(setup_code) - imported)
+    # the setup runs after the code, so its binding wins: a name it imports from a trusted
+    # module stays the parent's when the code binds it only to that same object (issue 50, E)
+    same = {name for name, dotted in trusted_import_values(setup_code).items()
+            if candidate_import_values(code).get(name) == dotted}
+    candidate_names = (module_level_names(code) - same) \
+        | (module_level_names(setup_code) - imported)
     split_tests, leaves, offsets = [], [], []
     for test in tests:
-        split_assert(test, frozenset(), imported, aliases)  # the dataset's own check: may raise
-        split = split_for_candidate(test, candidate_names, imported, aliases)
+        # the dataset's own check: may raise
+        split_assert(test, frozenset(), imported, aliases, setup.owned)
+        split = split_for_candidate(test, candidate_names, imported, aliases, setup.owned)
         offsets.append(len(leaves))
         leaves.extend(split.leaves)
         split_tests.append(split)
-    return SplitPlan(tuple(split_tests), tuple(leaves), tuple(offsets), aliases)
+    literals = tuple(sorted(setup.literals.items()))
+    return SplitPlan(tuple(split_tests), tuple(leaves), tuple(offsets), aliases, literals,
+                     setup_for_child(setup_code, frozenset(setup.literals)
+                                     - _names_in_leaves(tuple(leaves))))
 
 
 def split_for_candidate(test: str, candidate_names: frozenset[str],
                         imported: frozenset[str] = frozenset(),
-                        aliases: tuple[tuple[str, str], ...] = ()) -> SplitTest:
+                        aliases: tuple[tuple[str, str], ...] = (),
+                        setup_owned: frozenset[str] = frozenset()) -> SplitTest:
     """``split_assert`` for one candidate, or a refused test (see ``plan_tests``)."""
     relevant = candidate_names & names_in_test(test)
     reason = rebinding_problem(test, relevant, imported) \
         or unknown_names_problem(test, candidate_names, imported)
     if not reason:
         try:
-            return split_assert(test, relevant, imported, aliases)
+            return split_assert(test, relevant, imported, aliases, setup_owned)
         except UnsplittableTestError as error:
             reason = f"its bindings make the test unsplittable ({error})"
     return SplitTest(test, (), _FAILED_JUDGE, reason)
@@ -279,6 +297,121 @@ def trusted_import_values(setup_code: str) -> dict[str, str]:
     return found
 
 
+@dataclass(frozen=True)
+class SetupBindings:
+    """What the setup code binds, by who may judge with it (issue 50, B).
+
+    ``literals``: ``name -> source`` of a plain value the setup binds once and never touches
+    again (``expected = [1, 2]``): the parent evaluates it itself (``ast.literal_eval``).
+    ``owned``: the setup's own functions, classes, untrusted imports and computed values:
+    a leaf may take them as inputs (``f(root)``) but never call or read them, since the
+    candidate's process could patch them. A value the setup builds by calling a name it does
+    not bind itself (``s = Solution()``, ``root = Node(1)``) is the candidate's object, in
+    neither set.
+    """
+
+    literals: dict[str, str]
+    owned: frozenset[str]
+
+
+@functools.lru_cache(maxsize=4096)
+def setup_bindings(setup_code: str) -> SetupBindings:
+    """Sort the names ``setup_code`` binds (see ``SetupBindings``)."""
+    try:
+        tree = parse(setup_code, CANDIDATE_FILENAME)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return SetupBindings({}, frozenset())
+    bound = module_level_names(setup_code)
+    mentions: dict[str, int] = {}  # every Name node and global declaration, anywhere
+    stores: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            mentions[node.id] = mentions.get(node.id, 0) + 1
+            if not isinstance(node.ctx, ast.Load):
+                stores[node.id] = stores.get(node.id, 0) + 1
+        elif isinstance(node, ast.Global):
+            for name in node.names:
+                mentions[name] = stores[name] = 99  # a function may rebind it: not plain
+    literals, built = {}, set()
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)):
+            continue
+        name = node.targets[0].id
+        if mentions.get(name) == 1 and _is_literal(node.value):
+            literals[name] = ast.unparse(node.value)
+        elif stores.get(name) == 1 and isinstance(node.value, ast.Call) \
+                and isinstance(node.value.func, ast.Name) \
+                and node.value.func.id not in bound | TRUSTED_NAMES:
+            built.add(name)
+    owned = bound - trusted_imports(setup_code) - frozenset(literals) - frozenset(built)
+    return SetupBindings(literals, owned)
+
+
+def _is_literal(node: ast.expr) -> bool:
+    """Is ``node`` a plain literal (numbers, strings, containers of them), small enough to
+    evaluate in the parent?"""
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=4096)
+def candidate_import_values(code: str) -> dict[str, str]:
+    """``name -> "module.attribute"`` (or ``"module"``) for each name the code binds, at
+    module level, only by importing it from a trusted module (issue 50, E: ``from
+    collections import Counter`` in the code and in the setup is the same object, which
+    the parent resolves itself). A name the code also binds any other way, or declares
+    ``global`` in a function (which may rebind it after the setup ran), is left out."""
+    names = module_level_names(code)
+    if not names:
+        return {}
+    found: dict[str, str] = {}
+    other: set[str] = set()
+    tree = parse(code, CANDIDATE_FILENAME)
+    pending: list[ast.AST] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.ImportFrom) and node.module in TRUSTED_MODULES \
+                and not node.level and all(alias.name != "*" for alias in node.names):
+            for alias in node.names:
+                name, dotted = alias.asname or alias.name, f"{node.module}.{alias.name}"
+                other.update([name] if found.setdefault(name, dotted) != dotted else [])
+            continue
+        other |= _names_bound_by(node)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        pending.extend(ast.iter_child_nodes(node))
+    other |= {name for node in ast.walk(tree) if isinstance(node, ast.Global)
+              for name in node.names}
+    return {name: dotted for name, dotted in found.items() if name not in other}
+
+
+def setup_for_child(setup_code: str, parent_only: frozenset[str]) -> str:
+    """The setup code without the statements that bind ``parent_only`` plain values: the
+    judge's expected values, which no leaf needs, never enter the child (the candidate
+    could read them from its request)."""
+    if not parent_only:
+        return setup_code
+    tree = parse(setup_code, CANDIDATE_FILENAME)
+    tree.body = [node for node in tree.body
+                 if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                         and isinstance(node.targets[0], ast.Name)
+                         and node.targets[0].id in parent_only)]
+    return ast.unparse(tree) + "\n"
+
+
+def _names_in_leaves(leaves: tuple[Leaf, ...]) -> frozenset[str]:
+    """Every name the leaves' sources mention (a setup value they take as input)."""
+    names: set[str] = set()
+    for leaf in leaves:
+        names |= {node.id for node in ast.walk(parse(leaf.source, TEST_FILENAME))
+                  if isinstance(node, ast.Name)}
+    return frozenset(names)
+
+
 @functools.cache
 def star_names(module_name: str) -> tuple[str, ...]:
     """What ``from <trusted module> import *`` binds: its ``__all__``, else its public names
@@ -308,12 +441,15 @@ def free_names_in_test(test: str) -> frozenset[str]:
 @functools.lru_cache(maxsize=8192)
 def split_assert(test: str, candidate_names: frozenset[str],
                  imported: frozenset[str] = frozenset(),
-                 aliases: tuple[tuple[str, str], ...] = ()) -> SplitTest:
+                 aliases: tuple[tuple[str, str], ...] = (),
+                 setup_owned: frozenset[str] = frozenset()) -> SplitTest:
     """Split one assert. ``candidate_names``: names the candidate binds at module level;
     ``imported``: names the setup code imports from trusted modules (the parent's);
     ``aliases``: what each of those is (``isclose`` -> ``math.isclose``). A name that is
     none of these nor a builtin or trusted module counts as the candidate's here (the
     dataset's own check: whoever answers); ``split_for_candidate`` fails such a test first.
+    ``setup_owned``: names the setup code binds to its own functions and values, which a
+    leaf may take as inputs but never call or read (``setup_bindings``).
 
     A test that needs the parent to evaluate something it will not on the candidate's
     values comes back refused (``SplitTest.refused``); one that would make the child judge
@@ -321,7 +457,7 @@ def split_assert(test: str, candidate_names: frozenset[str],
     """
     statement = _parse_assert(test)
     trusted = (TRUSTED_NAMES | imported) - candidate_names
-    splitter = _Splitter(trusted, _locally_bound_names(statement), dict(aliases))
+    splitter = _Splitter(trusted, _locally_bound_names(statement), dict(aliases), setup_owned)
     try:
         body = splitter.visit(statement.test, truth_context=True)
     except _NotEvaluated as error:
@@ -369,10 +505,16 @@ class _Splitter:
     """
 
     def __init__(self, trusted: frozenset[str], local_names: frozenset[str],
-                 aliases: dict[str, str] | None = None):
+                 aliases: dict[str, str] | None = None,
+                 setup_owned: frozenset[str] = frozenset(),
+                 tainted: frozenset[str] = frozenset()):
         self.trusted = trusted
         self.local_names = local_names
         self.aliases = aliases or {}
+        self.setup_owned = setup_owned
+        # the parameters of a test's own lambda that the parent calls on the candidate's
+        # values: the parent's names, holding candidate values (issue 50, D)
+        self.tainted = tainted
         self.leaves: list[Leaf] = []
 
     def is_candidate_name(self, name: str) -> bool:
@@ -380,8 +522,10 @@ class _Splitter:
         return name not in self.local_names and name not in self.trusted
 
     def is_candidates(self, node: ast.AST) -> bool:
-        """Does ``node`` mention a name only the candidate's process can resolve?"""
-        return any(isinstance(child, ast.Name) and self.is_candidate_name(child.id)
+        """Does ``node`` mention a name only the candidate's process can resolve, or a
+        parameter of a guarded lambda (a candidate's value in the parent)?"""
+        return any(isinstance(child, ast.Name) and (self.is_candidate_name(child.id)
+                                                    or child.id in self.tainted)
                    for child in ast.walk(node))
 
     def is_candidate_part(self, node: ast.expr) -> bool:
@@ -399,9 +543,12 @@ class _Splitter:
             return node  # trusted test code: the parent evaluates it as written
         if self.is_candidate_part(node):
             return self._make_leaf(node, truth_context, iterable)
+        if isinstance(node, ast.Name):
+            return node  # a guarded lambda's parameter: the parent's value, guarded where used
         if isinstance(node, ast.Call):
             return self._visit_call(node)
         if isinstance(node, ast.Compare):
+            self._check_identity(node)
             node.left = self.visit(node.left)
             node.comparators = [self.visit(item) for item in node.comparators]
         elif isinstance(node, ast.BoolOp):
@@ -434,6 +581,9 @@ class _Splitter:
                 if getattr(node, part) is not None:
                     setattr(node, part, self.visit(getattr(node, part)))
         elif isinstance(node, _JUDGING_NODES):
+            if self.tainted:  # inside a guarded lambda: the parent's, but not evaluated
+                raise _NotEvaluated(f"the parent does not evaluate a {type(node).__name__} "
+                                    f"in a lambda on the candidate's values")
             raise _judging_error(node, node)
         else:
             raise _NotEvaluated(f"the parent does not evaluate a {type(node).__name__} on "
@@ -471,8 +621,60 @@ class _Splitter:
                                       and (k == 0 or name == "zip"), truth_context=name == "bool")
                      for k, item in enumerate(node.args)]
         for keyword in node.keywords:
-            keyword.value = self.visit(keyword.value)
+            if keyword.arg is None and not self.is_candidates(keyword.value):
+                # the test's own mapping could hold a key function the guard would not see
+                raise _NotEvaluated("the parent does not unpack the test's own mapping into "
+                                    "a call on the candidate's values")
+            keyword.value = self._visit_function(keyword.value) if keyword.arg == "key" \
+                else self.visit(keyword.value)
         node.func = guard
+        return node
+
+    def _check_identity(self, node: ast.Compare) -> None:
+        """Refuse ``is``/``is not`` between two of the candidate's values (issue 50, C): each
+        leaf is decoded into new objects, so ``f() is f()`` would always be false and
+        ``f() is not f()`` always true, whatever the candidate returned. Against the test's
+        own objects (``f(x) is None``, ``type(f(x)) is int``) identity is still the parent's."""
+        operands = [node.left, *node.comparators]
+        for k, op in enumerate(node.ops):
+            if isinstance(op, (ast.Is, ast.IsNot)) and self.is_candidates(operands[k]) \
+                    and self.is_candidates(operands[k + 1]):
+                raise _NotEvaluated(f"identity is lost when values are decoded: "
+                                    f"{ast.unparse(node)!r}")
+
+    def _visit_function(self, node: ast.expr) -> ast.expr:
+        """A key function the parent's call applies to the candidate's values (issue 50, D):
+        a lambda of the test's own, its body guarded like the rest of the test, or a
+        ``PARENT_CALLS`` function through its guard; either counted against the test's
+        budget of calls (``judge.count_calls``). Anything else is refused."""
+        if isinstance(node, ast.Constant) and node.value is None:
+            return node
+        if isinstance(node, ast.Lambda) and not self.is_candidates(node):
+            function: ast.expr = self._guard_lambda(node)
+        else:
+            name = self._trusted_callee(node)
+            if name is None and self.is_candidates(node):
+                return self.visit(node)  # the candidate's function: a leaf (not plain data)
+            if name not in PARENT_CALLS:
+                raise _NotEvaluated(f"the parent does not call {ast.unparse(node)!r} on the "
+                                    f"candidate's values")
+            function = ast.Call(ast.Name(GUARD_NAME, ast.Load()), [ast.Constant(name), node],
+                                [])
+        return ast.Call(ast.Name(CALLS_NAME, ast.Load()), [function], [])
+
+    def _guard_lambda(self, node: ast.Lambda) -> ast.Lambda:
+        """``node`` with its body rewritten as the judge is: its parameters are the
+        candidate's values, so arithmetic, calls and methods on them go through the guards
+        and whatever the parent does not evaluate is refused."""
+        arguments = node.args
+        arguments.defaults = [self.visit(item) for item in arguments.defaults]
+        arguments.kw_defaults = [None if item is None else self.visit(item)
+                                 for item in arguments.kw_defaults]
+        parameters = frozenset(item.arg for item in ast.walk(arguments)
+                               if isinstance(item, ast.arg))
+        inner = _Splitter(self.trusted, self.local_names, self.aliases, self.setup_owned,
+                          self.tainted | parameters)
+        node.body = inner.visit(node.body)
         return node
 
     def _trusted_callee(self, func: ast.expr) -> str | None:
@@ -492,6 +694,16 @@ class _Splitter:
         for child in ast.walk(node):
             if isinstance(child, _JUDGING_NODES):
                 raise _judging_error(child, node)
+        root = node.func if isinstance(node, ast.Call) else node
+        while isinstance(root, _LEAF_NODES):
+            root = root.value
+        if isinstance(root, ast.Name) and root.id in self.setup_owned:
+            # the setup's own function or value, called or read in the candidate's process
+            # (issue 50, B): the candidate could patch it there; as an argument it is an input
+            raise UnsplittableTestError(
+                f"the test calls or reads {root.id}, which the setup code defines, outside "
+                f"the arguments of a candidate's call: the candidate's process would judge "
+                f"it: {ast.unparse(node)!r}")
         index = len(self.leaves)
         self.leaves.append(Leaf(ast.unparse(node), truth_context, iterable))
         return ast.Subscript(ast.Name(VALUES_NAME, ast.Load()), ast.Constant(index), ast.Load())

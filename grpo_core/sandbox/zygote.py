@@ -41,11 +41,14 @@ class ZygoteLayers:
     private_root: bool = False
     seccomp: bool = False
     ipc_limits: bool = False
+    network_each: bool = False
+    landlock: int = 0
 
-    def namespaces(self) -> tuple[bool, ...]:
+    def namespaces(self) -> tuple[bool | int, ...]:
         """The layers ``Isolation`` promises, in ``Isolation.promised()``'s order."""
         return (self.network_namespace, self.ipc_namespace, self.user_namespace,
-                self.pid_namespace, self.private_root, self.seccomp, self.ipc_limits)
+                self.pid_namespace, self.private_root, self.seccomp, self.ipc_limits,
+                self.network_each, self.landlock)
 
 
 class Zygote:
@@ -55,6 +58,7 @@ class Zygote:
         config = {"net": isolation.network_namespace, "ipc": isolation.ipc_namespace,
                   "user": isolation.user_namespace, "pid_ns": isolation.pid_namespace,
                   "fs": isolation.private_root, "seccomp": isolation.seccomp,
+                  "landlock": isolation.landlock > 0, "net_each": isolation.network_each,
                   "root": isolation.base_dir}
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -81,7 +85,8 @@ class Zygote:
         info: dict[str, Any] = marshal.loads(self._read_exact(size))
         return ZygoteLayers(info["net"], info["ipc"], info["user"], info["ctypes"],
                             info["version"], info["pid_ns"], info["fs"], info["seccomp"],
-                            info.get("ipc_limits", False))
+                            info.get("ipc_limits", False), info.get("net_each", False),
+                            info.get("landlock", 0))
 
     def spawn(self, spec: dict[str, Any], request_fd: int, result_fd: int) -> int:
         """Fork a child that will enter the sandbox described by ``spec``; returns its pid."""
@@ -181,6 +186,13 @@ def zygote_for(isolation: Isolation, slot: Slot) -> Zygote:
     with _registry_lock:
         _zygotes[key] = zygote
     return zygote
+
+
+def zygote_running(isolation: Isolation, slot: Slot) -> bool:
+    """Has this slot a live zygote now (so that a clean-up needs no new one)?"""
+    with _registry_lock:
+        found = _zygotes.get((isolation, slot.key))
+    return found is not None and found.alive()
 
 
 def discard_zygote(isolation: Isolation, slot: Slot) -> None:

@@ -256,11 +256,17 @@ def test_a_long_integer_costs_the_square_of_its_digits():
     with pytest.raises(ValueError, match="too many values"):
         judge._Budget(183).parse_int(digits)
     plan = plan_tests("def f(x):\n    return x\n", "", ["assert f(1) == 1"])
-    many = ",".join([digits] * 600).encode()  # 600 * 185 values: more than MAX_ITEMS
+    one = judge._Budget(judge.MAX_ITEMS)  # what one such integer costs in a record: its
+    judge.decode_value(one.parse_int(digits), budget=one)  # parse, and one value per 64 bits
+    cost = judge.MAX_ITEMS - one.left  # (issue 50)
+    assert cost == 1 + 184 + int(digits).bit_length() // 64
+    fits = judge.MAX_ITEMS // cost
+    many = ",".join([digits] * (fits + 1)).encode()  # more than MAX_ITEMS
     records = judge.parse_records(b'R\nK\n[0,"v",[' + many + b']]\nD\n', plan)
     assert records.values == {} and records.malformed == 1
-    fewer = ",".join([digits] * 500).encode()  # 500 * 185: fits
-    assert len(judge.parse_records(b'R\nK\n[0,"v",[' + fewer + b']]\nD\n', plan).values[0]) == 500
+    fewer = ",".join([digits] * (fits - 1)).encode()
+    assert len(judge.parse_records(b'R\nK\n[0,"v",[' + fewer + b']]\nD\n', plan).values[0]) \
+        == fits - 1
 
 
 def test_the_container_budget_is_spent_one_per_container_to_exactly_zero():

@@ -32,7 +32,8 @@ def run_as_ordinary_user(script: str, timeout: float = 120) -> dict:
     python = shutil.which("python3", path="/usr/bin:/usr/local/bin")
     if os.geteuid() != 0 or not shutil.which("setpriv") or python is None:
         pytest.skip("needs root, setpriv and a system python3 to run as an ordinary user")
-    home = tempfile.mkdtemp(prefix="grpo-laptop-")
+    # /tmp, not TMPDIR: a private TMPDIR (issue 50) is not a folder the user could enter
+    home = tempfile.mkdtemp(prefix="grpo-laptop-", dir="/tmp" if os.path.isdir("/tmp") else None)
     os.chmod(home, 0o777)
     shutil.copytree(REPO_ROOT / "grpo_core", Path(home) / "lib" / "grpo_core",
                     ignore=shutil.ignore_patterns("__pycache__"))
@@ -430,7 +431,9 @@ def without_namespaces():
     if os.geteuid() != 0:
         pytest.skip("needs root (a separate uid) to test the clean-up by owner")
     from grpo_core.sandbox import probe_isolation
-    isolation, _ = probe_isolation(allow_namespaces=False)
+    # without Landlock too (issue 50): it would keep the files these tests plant from being
+    # written anywhere but the working folder; test_fourth_review_kernel tests it
+    isolation, _ = probe_isolation(allow_namespaces=False, allow_landlock=False)
     assert isolation.uids and not (isolation.private_root or isolation.ipc_namespace)
     return isolation
 
@@ -468,7 +471,7 @@ def test_system_v_objects_of_the_uid_are_removed_without_an_ipc_namespace(withou
 def test_files_below_any_world_writable_folder_are_swept(without_namespaces):
     import secrets
     unique = secrets.token_hex(6)
-    sticky = Path(tempfile.gettempdir()) / f"grpo-sticky-{unique}"
+    sticky = Path("/tmp") / f"grpo-sticky-{unique}"  # not TMPDIR: the uid may not reach it
     sticky.mkdir()
     sticky.chmod(0o1777)  # someone else's sticky folder below /tmp, like /tmp/.X11-unix
     deeper = sticky / "open"
