@@ -161,7 +161,9 @@ UNVERIFIED_DOCS: dict[str, int] = {
     "data/README.md": 133,  # problem counts, split sizes and run figures not yet traced to a file
     "docs/gpu.md": 55,  # measured on GPU machines; their outputs are not committed
     "docs/performance.md": 388,  # benchmark sessions (benchmarks/bench_*.py); no output committed
-    "docs/sandbox.md": 166,  # sandbox limits and bench_sandbox figures; not yet traced
+    # sandbox limits and bench_sandbox figures; not yet traced. 166 before issue 50, whose
+    # section adds 149 figures measured by its tests and session scripts (no committed output)
+    "docs/sandbox.md": 315,
 }
 
 DOCUMENTS = documents()
