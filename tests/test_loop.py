@@ -553,11 +553,13 @@ def test_a_float32_copy_needs_no_correction_and_changes_nothing(tiny_policy, mon
     run_a, _, given_a, metrics_a = _captured_update(monkeypatch, plain, tiny_policy)
     run_b, _, given_b, metrics_b = _captured_update(monkeypatch, corrected, tiny_policy)
     assert given_a == [None] and not any(k.startswith("sampling/") for k in metrics_a)
-    assert torch.equal(given_b[0], torch.ones_like(given_b[0]))
-    assert metrics_b["sampling/sampling_logp_difference/max"] == 0.0
+    # the copy's forward runs without autograd, the learner's with it: on some CPUs (AMD
+    # EPYC with AVX512-BF16) float32 kernels then sum in another order, ~1e-7 apart
+    assert torch.allclose(given_b[0], torch.ones_like(given_b[0]), rtol=0, atol=1e-5)
+    assert metrics_b["sampling/sampling_logp_difference/max"] < 1e-5
     assert metrics_b["sampling/dropped_token_share"] == 0.0
-    assert metrics_a["loss"] == pytest.approx(metrics_b["loss"], abs=1e-7)
-    assert torch.equal(weights(run_a.model), weights(run_b.model))
+    assert metrics_a["loss"] == pytest.approx(metrics_b["loss"], abs=1e-6)
+    assert torch.allclose(weights(run_a.model), weights(run_b.model), rtol=0, atol=1e-6)
 
 
 def test_measuring_logs_the_mismatch_without_weights(tiny_policy, monkeypatch):
