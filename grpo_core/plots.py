@@ -7,6 +7,8 @@ our loop (``metrics.jsonl``, or a live callback) and TRL's ``GRPOTrainer`` (its 
 - :func:`save_curves` writes it to a PNG (``curves.png``);
 - :func:`plot_run` draws a recorded run with ``diagnose``'s findings shaded in the panel that
   revealed them; :func:`compare_runs` puts several runs' curves side by side;
+- :func:`plot_seed_changes` draws each setup's seeds, their mean and its Student's t
+  interval, beside a margin of indifference around one of them;
 - :class:`LivePlot` redraws every N steps: in a notebook it updates one image in place,
   elsewhere it rewrites a PNG. It is a callback for ``grpo_core.loop.train`` (called with each
   step's dict) and duck-types a transformers ``TrainerCallback`` for TRL (``on_log``).
@@ -30,6 +32,7 @@ from typing import Any
 from grpo_core.diagnosis import find_true_score, trained_rewards
 from grpo_core.findings import Diagnosis
 from grpo_core.run_files import RecordedRun, StepMetrics, eval_mean_keys, load_run, series
+from grpo_core.stats import seed_interval
 
 # panel titles that say what a metric means beside its TRL name: `completions/clipped_ratio`
 # (completions cut by the token budget) and `clip_ratio` (tokens PPO's clip cut) are unrelated
@@ -535,4 +538,59 @@ def compare_runs(
                ncols=min(len(legend), 4), fontsize=FONT_SMALL)
     if title:
         fig.suptitle(title)
+    return fig
+
+
+def plot_seed_changes(
+    changes: Mapping[str, Sequence[float]],
+    *,
+    reference: str | None = None,
+    margin: float | None = None,
+    ylabel: str = "held-out change (last evaluation - step 0)",
+    title: str | None = None,
+):
+    """Several setups' seeds side by side (notebook 08, "Is two enough?"): one column per
+    setup, a dot per seed, the mean as a bar, and its 95 % Student's t interval
+    (:func:`grpo_core.stats.seed_interval`) as a line. A setup with 2 seeds gets no line
+    (its interval, 12.7 times the seeds' gap, says nothing) and says so; one with a single
+    seed shows its dot. With ``reference`` and ``margin``, a band of ``reference``'s mean
+    +- ``margin`` shows what "the same within the margin" would cover.
+
+    Returns a ``matplotlib.figure.Figure``.
+    """
+    from matplotlib.figure import Figure
+
+    if not changes or any(len(values) == 0 for values in changes.values()):
+        raise ValueError("need at least one setup, each with at least one seed")
+    if reference is not None and reference not in changes:
+        raise ValueError(f"reference {reference!r} is not one of {list(changes)}")
+    fig = Figure(figsize=(1.6 + 1.4 * len(changes), 3.4), dpi=DPI, layout="constrained")
+    ax = fig.subplots()
+    if reference is not None and margin is not None:
+        centre = seed_interval(changes[reference]).mean
+        ax.axhspan(centre - margin, centre + margin, color="0.85", linewidth=0,
+                   label=f"{reference}'s mean +- {margin:g}")
+    for x, (label, values) in enumerate(changes.items()):
+        colour = f"C{x % 10}"
+        # seeds spread sideways so that equal values stay visible
+        offsets = [(i - (len(values) - 1) / 2) * 0.08 for i in range(len(values))]
+        ax.plot([x + o for o in offsets], values, "o", color=colour, alpha=0.7, markersize=5)
+        interval = seed_interval(values)
+        ax.plot([x - 0.25, x + 0.25], [interval.mean] * 2, color=colour, linewidth=2.5)
+        if interval.reason is None:
+            ax.plot([x, x], [interval.low, interval.high], color=colour, linewidth=1.2)
+        elif interval.n > 1:
+            ax.annotate("2 seeds:\nno interval", (x, interval.mean), xytext=(0, -22),
+                        textcoords="offset points", ha="center", fontsize=FONT_SMALL)
+    style_axis(ax)  # before the ticks: it sets whole-number step ticks
+    ax.set_xticks(range(len(changes)), [f"{label}\n({len(v)} seed{'s' if len(v) > 1 else ''})"
+                                        for label, v in changes.items()])
+    ax.set_xlim(-0.6, len(changes) - 0.4)
+    ax.set_xlabel("")  # the columns are setups, not steps
+    ax.axhline(0, color="0.5", linewidth=0.8)
+    ax.set_ylabel(textwrap.fill(ylabel, 30), fontsize=FONT_SMALL)
+    if reference is not None and margin is not None:
+        ax.legend(fontsize=FONT_SMALL, loc="best")
+    ax.set_title(title or "each seed (dots), mean (bar), 95 % t-interval (line)",
+                 fontsize=FONT_TITLE)
     return fig

@@ -727,3 +727,78 @@ def welch_test(a: Sequence[float], b: Sequence[float]) -> WelchTest:
     t = (mean_a - mean_b) / sem
     return WelchTest(mean_a=mean_a, mean_b=mean_b, n_a=len(a), n_b=len(b), sem=sem, df=df,
                      t=t, p_value=2 * student_t_cdf(-abs(t), df))
+
+
+@dataclass(frozen=True)
+class SetupComparison:
+    """Two setups' seeds compared with a margin of indifference (:func:`compare_setups`,
+    notebook 08, eq. (8.9)).
+
+    Attributes:
+        test: Welch's test of ``a - b`` (:class:`WelchTest`).
+        margin: the largest difference (either way) counted as "no practical difference".
+        confidence: the two-sided interval's coverage, e.g. 0.95; the equivalence check uses
+            the ``1 - 2 (1 - confidence)`` interval (90 % for 0.95), as the two one-sided
+            tests (TOST) do.
+        low, high: the two-sided ``confidence`` interval of ``a - b`` (Welch's df).
+        inner_low, inner_high: the ``1 - 2 (1 - confidence)`` interval of ``a - b``.
+        verdict: ``"a higher"`` or ``"b higher"`` when the ``confidence`` interval leaves out
+            0; ``"equivalent"`` when it does not and the inner interval lies inside
+            ``(-margin, +margin)``; ``"undecided"`` otherwise (the seeds can tell neither).
+    """
+
+    test: WelchTest
+    margin: float
+    confidence: float
+    low: float
+    high: float
+    inner_low: float
+    inner_high: float
+    verdict: str
+
+    def describe(self, digits: int = 2) -> str:
+        """One line: ``a - b -0.012, 95 % interval [-0.094, +0.07], 90 % [-0.071, +0.047]:
+        undecided at a margin of 0.05``."""
+        inner = 1 - 2 * (1 - self.confidence)
+        return (f"a - b {self.test.difference:+.{digits}g}, {self.confidence * 100:g} % "
+                f"interval [{self.low:+.{digits}g}, {self.high:+.{digits}g}], "
+                f"{inner * 100:g} % [{self.inner_low:+.{digits}g}, "
+                f"{self.inner_high:+.{digits}g}]: {self.verdict} at a margin of "
+                f"{self.margin:g}")
+
+
+def _welch_interval(test: WelchTest, confidence: float) -> tuple[float, float]:
+    """``a - b ± t_{(1 + confidence) / 2, df} * sem``; the difference itself without spread."""
+    if test.df is None:
+        return test.difference, test.difference
+    half = student_t_quantile((1 + confidence) / 2, test.df) * test.sem
+    return test.difference - half, test.difference + half
+
+
+def compare_setups(a: Sequence[float], b: Sequence[float], margin: float,
+                   confidence: float = 0.95) -> SetupComparison:
+    """Does setup ``a`` (one value per seed) do better than ``b``, worse, or the same within
+    ``margin``? Notebook 08, eq. (8.9): Welch's test (:func:`welch_test`) answers "is there a
+    difference"; "is there none worth having" needs its own test, the two one-sided tests
+    (TOST): the ``1 - 2 (1 - confidence)`` interval of ``a - b`` inside ``(-margin, +margin)``.
+    A p-value above 0.05 alone is not evidence of no difference: with few seeds the interval
+    is wide and the verdict is "undecided". See :class:`SetupComparison`.
+
+    Raises ValueError for ``margin <= 0``, a confidence outside (0.5, 1), or what
+    :func:`welch_test` refuses.
+    """
+    if not margin > 0:
+        raise ValueError(f"need a margin > 0, got {margin}")
+    if not 0.5 < confidence < 1:
+        raise ValueError(f"need 0.5 < confidence < 1, got {confidence}")
+    test = welch_test(a, b)
+    low, high = _welch_interval(test, confidence)
+    inner_low, inner_high = _welch_interval(test, 1 - 2 * (1 - confidence))
+    if low > 0 or high < 0:
+        verdict = "a higher" if low > 0 else "b higher"
+    elif -margin < inner_low and inner_high < margin:
+        verdict = "equivalent"
+    else:
+        verdict = "undecided"
+    return SetupComparison(test=test, margin=margin, confidence=confidence, low=low, high=high,
+                           inner_low=inner_low, inner_high=inner_high, verdict=verdict)

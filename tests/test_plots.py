@@ -262,3 +262,37 @@ def test_no_panel_is_titled_with_a_bare_metric_name():
         bare = {*keys, *([right] if right else [])} - {"reward", "entropy"}  # words already
         assert title not in bare, title
     assert all(metric_title(key) != key for key in ("grad_norm", "kl", "frac_reward_zero_std"))
+
+
+def test_seed_changes_show_each_seed_its_mean_and_an_interval_only_from_three_seeds():
+    from grpo_core.plots import plot_seed_changes
+    from grpo_core.stats import seed_interval
+
+    changes = {"k = 2": [0.2, 0.25, 0.3, 0.22], "k = 8": [0.1, 0.3], "k = 16": [0.15]}
+    fig = plot_seed_changes(changes, reference="k = 2", margin=0.05)
+    ax = fig.axes[0]
+    dots = [line for line in ax.lines if line.get_marker() == "o"]
+    assert [len(line.get_ydata()) for line in dots] == [4, 2, 1]
+    assert sorted(dots[0].get_ydata()) == sorted(changes["k = 2"])
+    four = seed_interval(changes["k = 2"])
+    segments = [tuple(line.get_ydata()) for line in ax.lines if line.get_marker() != "o"]
+    assert (pytest.approx(four.low), pytest.approx(four.high)) in segments  # the interval
+    assert sum(1 for s in segments if s[0] == s[1] != 0) == 3  # a mean bar per setup
+    assert not any(s == (pytest.approx(seed_interval([0.1, 0.3]).low),
+                         pytest.approx(seed_interval([0.1, 0.3]).high)) for s in segments)
+    assert [t.get_text() for t in ax.texts] == ["2 seeds:\nno interval"]
+    band = ax.patches[0]  # a Rectangle in data units along y
+    assert (band.get_y(), band.get_y() + band.get_height()) == (
+        pytest.approx(four.mean - 0.05), pytest.approx(four.mean + 0.05))
+    assert [t.get_text() for t in ax.get_xticklabels()] == [
+        "k = 2\n(4 seeds)", "k = 8\n(2 seeds)", "k = 16\n(1 seed)"]
+    assert ax.get_xlabel() == ""
+
+
+def test_seed_changes_refuse_an_empty_setup_or_an_unknown_reference():
+    from grpo_core.plots import plot_seed_changes
+
+    with pytest.raises(ValueError, match="at least one seed"):
+        plot_seed_changes({"a": []})
+    with pytest.raises(ValueError, match="reference 'b' is not one of"):
+        plot_seed_changes({"a": [0.1]}, reference="b", margin=0.1)

@@ -14,6 +14,7 @@ from grpo_core.stats import (
     SeedInterval,
     bonferroni_t_quantile,
     bonferroni_z,
+    compare_setups,
     format_number,
     format_span,
     mean,
@@ -643,3 +644,78 @@ def test_a_mean_scores_change_splits_exactly_into_mix_and_within_kinds():
         mix_split(([True], [1.0, 0.0]), after)
     with pytest.raises(ValueError, match="as many kinds as scores"):
         mix_split(([], []), after)
+
+
+# --- two setups with a margin: higher, lower, equivalent or undecided (eq. (8.9)) -------------
+
+
+@pytest.mark.filterwarnings("ignore:Precision loss")
+@pytest.mark.parametrize("a, b", [case for case in WELCH_CASES if len(set(case[0])) > 1])
+@pytest.mark.parametrize("confidence", [0.95, 0.9])
+def test_the_comparisons_intervals_match_scipy(a, b, confidence):
+    stats = _scipy_stats()
+    ref = stats.ttest_ind(a, b, equal_var=False)
+    found = compare_setups(a, b, margin=0.1, confidence=confidence)
+    outer = ref.confidence_interval(confidence_level=confidence)
+    inner = ref.confidence_interval(confidence_level=1 - 2 * (1 - confidence))
+    assert (found.low, found.high) == (pytest.approx(outer.low, rel=1e-9),
+                                       pytest.approx(outer.high, rel=1e-9))
+    assert (found.inner_low, found.inner_high) == (pytest.approx(inner.low, rel=1e-9),
+                                                   pytest.approx(inner.high, rel=1e-9))
+    assert found.test == welch_test(a, b)
+
+
+def test_a_clear_difference_is_a_or_b_higher_whatever_the_margin():
+    a, b = [0.30, 0.32, 0.31, 0.33], [0.10, 0.12, 0.11, 0.13]
+    assert compare_setups(a, b, margin=0.5).verdict == "a higher"
+    assert compare_setups(b, a, margin=0.5).verdict == "b higher"
+    assert compare_setups(b, a, margin=0.01).verdict == "b higher"
+
+
+def test_tight_seeds_close_together_are_equivalent_and_wide_ones_undecided():
+    close = compare_setups([0.200, 0.204, 0.198, 0.202], [0.201, 0.199, 0.203, 0.197],
+                           margin=0.01)
+    assert close.verdict == "equivalent"
+    assert -0.01 < close.inner_low and close.inner_high < 0.01
+    assert close.low < close.inner_low < 0 < close.inner_high < close.high
+    # the same means, seeds spread over 0.1: no difference found, and none ruled out
+    wide = compare_setups([0.15, 0.25, 0.10, 0.30], [0.22, 0.18, 0.28, 0.12], margin=0.01)
+    assert wide.test.p_value > 0.5 and wide.verdict == "undecided"
+    assert compare_setups([0.15, 0.25, 0.10, 0.30], [0.22, 0.18, 0.28, 0.12],
+                          margin=1.0).verdict == "equivalent"
+
+
+def test_equivalence_needs_the_inner_interval_strictly_inside_the_margin():
+    a, b = [0.0, 0.2], [0.1, 0.1, 0.1]  # df = 1, difference 0
+    found = compare_setups(a, b, margin=1.0)
+    half = student_t_quantile(0.95, 1) * found.test.sem
+    assert found.inner_high == pytest.approx(half) and found.inner_low == pytest.approx(-half)
+    assert compare_setups(a, b, margin=half * 1.001).verdict == "equivalent"
+    assert compare_setups(a, b, margin=half * 0.999).verdict == "undecided"
+
+
+def test_seeds_without_spread_compare_their_values_alone():
+    apart = compare_setups([0.1, 0.1], [0.2, 0.2, 0.2], margin=0.05)
+    assert (apart.low, apart.high, apart.verdict) == (
+        pytest.approx(-0.1), pytest.approx(-0.1), "b higher")
+    same = compare_setups([0.1, 0.1], [0.1, 0.1, 0.1], margin=0.05)
+    assert (same.low, same.high, same.verdict) == (0.0, 0.0, "equivalent")
+
+
+def test_the_comparison_says_its_interval_and_verdict_in_one_line():
+    found = compare_setups([0.15, 0.25, 0.10, 0.30], [0.22, 0.18, 0.28, 0.12], margin=0.05)
+    assert found.describe() == (
+        f"a - b {found.test.difference:+.2g}, 95 % interval [{found.low:+.2g}, "
+        f"{found.high:+.2g}], 90 % [{found.inner_low:+.2g}, {found.inner_high:+.2g}]: "
+        "undecided at a margin of 0.05")
+
+
+def test_a_comparison_refuses_a_bad_margin_or_confidence():
+    for margin in (0.0, -0.1, math.nan):
+        with pytest.raises(ValueError, match="need a margin > 0"):
+            compare_setups([0.1, 0.2], [0.3, 0.4], margin=margin)
+    for confidence in (0.5, 1.0, 0.3):
+        with pytest.raises(ValueError, match="need 0.5 < confidence < 1"):
+            compare_setups([0.1, 0.2], [0.3, 0.4], margin=0.1, confidence=confidence)
+    with pytest.raises(ValueError, match="group a has 1 value"):
+        compare_setups([0.1], [0.3, 0.4], margin=0.1)
