@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import socket
 import stat
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -318,6 +319,18 @@ def leftovers(uid: int | None, base_dir: str) -> list[str]:
             found += [f"file {entry.path}" for entry in os.scandir(folder)
                       if entry.stat(follow_symlinks=False).st_uid == uid]
     return found
+
+
+def wait_for_clean_ups(limit_s: float = 60.0) -> bool:
+    """Wait until this process holds no sandbox slot: a clean-up that outlasted its bound
+    (the backstop plus ``CLEAN_UP_GRACE_S``) goes on in the background and frees its slot when
+    done (issue 50). What a completion left is judged after that, not while it is removed."""
+    from grpo_core.sandbox import host
+
+    deadline = time.monotonic() + limit_s * time_scale()
+    while host._slots_in_use and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not host._slots_in_use
 
 
 def time_scale() -> float:

@@ -11,7 +11,15 @@ import time
 from string import Template
 
 import pytest
-from sandbox_attacks import ADD_TESTS, ATTACKS, Attack, leftovers, nothing_reached, time_scale
+from sandbox_attacks import (
+    ADD_TESTS,
+    ATTACKS,
+    Attack,
+    leftovers,
+    nothing_reached,
+    time_scale,
+    wait_for_clean_ups,
+)
 
 from grpo_core.sandbox import probe as sandbox_probe
 from grpo_core.sandbox import run_tests
@@ -53,11 +61,12 @@ def test_attack_scores_zero_in_time_and_leaves_nothing(attack: Attack, context, 
     assert result.passed == 0, result
     assert elapsed <= (DEADLINE_S + 1.0) * time_scale(), f"returned after {elapsed:.2f} s"
     assert nothing_reached(context) == []
+    assert wait_for_clean_ups(), "a background clean-up never ended"
     assert leftovers(result.uid, isolation.base_dir) == []
     assert zygotes_before <= _alive_zygotes(), "the attack killed a zygote"
     if attack.followup:
         probe = run_tests(attack.followup, list(ADD_TESTS))
         assert probe.passed == 0, f"the follow-up found what the attack planted: {probe}"
-        assert leftovers(probe.uid, isolation.base_dir) == []
+        assert wait_for_clean_ups() and leftovers(probe.uid, isolation.base_dir) == []
     after = run_tests(CORRECT, list(ADD_TESTS))
     assert after.fraction == 1.0, after
