@@ -402,6 +402,27 @@ def _reused_batch(seed: int = 0) -> tuple[Tensor, Tensor, Tensor]:
     return new, old, torch.tensor([1.0, -1.0, 0.5, -2.0])
 
 
+@_exercise("04.kl_gradient_coefficient",
+           "The coefficient c of grad log pi for rho*k3 and for k3, at log-probs -1.0 / -1.5.",
+           "rho*k3's coefficient is -d, k2's, the KL's own; k3's is 1 - exp(d), the other KL's")
+def _kl_gradient_coefficient(answer: Any) -> str | None:
+    from grpo_core.kl_gradients import log_prob_coefficients
+
+    with_ratio, without = (_number(value) for value in answer)
+    # a two-token distribution whose first token has log-probs -1.0 (policy), -1.5 (reference)
+    logits = torch.tensor([-1.0, math.log(1 - math.exp(-1.0))], dtype=torch.float64)
+    ref_logits = torch.tensor([-1.5, math.log(1 - math.exp(-1.5))], dtype=torch.float64)
+    expected = [log_prob_coefficients(name, logits, ref_logits)[0].item()
+                for name in ("ratio_k3", "k3")]
+    if abs(with_ratio - expected[0]) < 1e-6 and abs(without - expected[1]) < 1e-6:
+        return None
+    if abs(with_ratio - expected[1]) < 1e-6 and abs(without - expected[0]) < 1e-6:
+        return "the two are swapped: the ratio is what turns k3's gradient into k2's"
+    if abs(without - (1 - math.exp(0.5))) < 1e-6 or abs(with_ratio + expected[0]) < 1e-6:
+        return "d is the reference's log-prob minus the policy's"
+    return "differentiate each loss by log pi(y): rho's derivative is rho, which is 1 here"
+
+
 @_exercise("04.clipped_surrogate",
            "Write the per-token clipped surrogate (4.2) from log-probs, old log-probs and A.",
            "your per-token loss is `clipped_surrogate`'s, on both sides of the band")

@@ -37,7 +37,9 @@
 # 3. reusing one rollout for several updates: the ratio drifts and the clip starts to fire;
 # 4. the KL penalty (k3 estimator) and β in a widget; β = 0 needs no reference model, with the
 #    memory measured with and without one; with LoRA the reference is the base model with the
-#    adapters off, so β > 0 needs no second copy either;
+#    adapters off, so β > 0 needs no second copy either; what each KL estimator's gradient
+#    really is (k1, k2, k3, ρ·k3: bias and variance, exact on a toy vocabulary and on the
+#    real model's next-token distributions);
 # 5. which loss: the lecture's sum over tokens against the per-completion mean every run uses,
 #    and TRL's other `loss_type`s, token by token;
 # 6. how long generation takes against the update, on this machine.
@@ -445,15 +447,143 @@ print(f"beta = 0.04: reference model loaded in {load_s:.1f} s: parameters "
       "forward pass")
 print(f"after 4 updates on one rollout, the KL to the reference is {metrics_kl['kl']:.4f} "
       f"per token; with beta = 0.04 the loss is {loss_kl.item():+.4f}")
-del reference_model, ref_logps, token_logps, loss_kl
-_ = gc.collect()
+del loss_kl  # the reference model and both log-probs serve the gradient lab below
 
 # %% [markdown]
 # On the GPU profile the reference would be another copy of Qwen3-0.6B (our loop copies the
 # policy: about 2.4 GB of GPU memory with float32 master weights, 1.2 GB if kept in bf16) plus
 # one extra forward pass per step. With β = 0, TRL's default, neither is paid, and the clip
 # (within a batch) and the learning rate are what keep the policy near where it started.
+
+# %% [markdown]
+# ### Which estimator's gradient? k1, k2, k3 and ρ·k3, measured exactly
 #
+# The toy above compared two expectations. A training step has neither: it takes the gradient
+# of the estimator on the tokens it sampled. On one next-token distribution every expectation
+# is a sum over the vocabulary, so each estimator's **one-token gradient** $g$ (with respect
+# to the logits) has an exact mean and spread, and a step that averages $n$ sampled tokens has
+# the mean squared error
+#
+# $$ \mathbb{E}\,\lVert \bar g_n - \nabla \mathrm{KL}(\pi_\theta \Vert \pi_\text{ref}) \rVert^2
+#    = \underbrace{\lVert \mathbb{E}[g] - \nabla \mathrm{KL} \rVert^2}_{\text{bias}^2}
+#    + \frac{1}{n}\,\underbrace{\mathbb{E}\,\lVert g - \mathbb{E}[g] \rVert^2}_{\text{variance}}
+#    \tag{4.5}$$
+#
+# Every estimator's gradient is a coefficient $c(y)$ times $\nabla \log \pi_\theta(y)$; with
+# $d = \log \pi_\text{ref}(y) - \log \pi_\theta(y)$ (that is, $-x$):
+#
+# | estimator | value | $c(y)$ | $\mathbb{E}[g]$ is the gradient of |
+# |---|---|---|---|
+# | k1 | $-d$ | $1$ | nothing: it averages to zero |
+# | k2 | $d^2/2$ | $-d$ | $\mathrm{KL}(\pi_\theta \Vert \pi_\text{ref})$ |
+# | k3 | $e^d - 1 - d$ | $1 - e^d$ | $\mathrm{KL}(\pi_\text{ref} \Vert \pi_\theta)$, the other one |
+# | ρ·k3 | $\rho\,(e^d - 1 - d)$, ρ = 1 in value | $-d$ (on-policy) | $\mathrm{KL}(\pi_\theta \Vert \pi_\text{ref})$ |
+#
+# | symbol | meaning |
+# |---|---|
+# | $g$ | the gradient, with respect to the logits, of the estimator's loss at one sampled token $y \sim \pi_\theta$ |
+# | $\bar g_n$ | the mean of $n$ such gradients: what a step that samples $n$ tokens uses |
+# | bias, variance | $\lVert \mathbb{E}[g] - \nabla\mathrm{KL} \rVert$ and the trace of $g$'s covariance: exact sums over the vocabulary (`gradient_moments`) |
+#
+# k2 and ρ·k3 have the same gradient token by token. The course's loss, like TRL's with its
+# default `use_bias_correction_kl`, uses ρ·k3: the value of k3 (never negative, unbiased) with
+# k2's gradient, the right one. The code, in closed form:
+
+# %%
+from IPython.display import display
+
+from grpo_core.kl_gradients import (ESTIMATORS, exact_gradients, exact_kl, gradient_moments,
+                                    policy_pair, sampled_gradient)
+from grpo_core.tables import show_table
+from grpo_core.widgets import kl_gradient_errors, kl_gradient_widget
+
+print(inspect.getsource(gradient_moments))
+
+# %% [markdown]
+# A toy policy over a small vocabulary at three distances from its reference: each
+# estimator's gradient bias (as a share of $\lVert\nabla\mathrm{KL}\rVert$, whatever $n$ is)
+# and its root-mean-square error at 16 sampled tokens, (4.5). Then a check of the closed form
+# against the way a step computes a gradient: many one-token gradients (`sampled_gradient`),
+# their mean's distance from $\nabla\mathrm{KL}$ and their spread.
+
+# %%
+TOY_VOCAB, TOY_TOKENS = 50, 16
+rows = []
+for distance in (0.2, 1.0, 3.0):
+    errors = kl_gradient_errors(distance=distance, samples=TOY_TOKENS, vocab=TOY_VOCAB)
+    for name in ESTIMATORS:
+        rows.append({"distance": distance, "KL": round(errors.kl, 4), "estimator": name,
+                     "gradient bias": f"{errors.relative_bias[name]:.1%}",
+                     f"error at {TOY_TOKENS} tokens": f"{errors.relative_error[name]:.1%}",
+                     "value bias": f"{errors.value_bias[name]:+.2g}"})
+display(show_table(pd.DataFrame(rows), index=False))
+print(errors.message)
+
+logits, ref_logits = policy_pair(TOY_VOCAB, 1.0)
+exact = exact_gradients(logits, ref_logits)["kl"]
+draws, generator = 4000, torch.Generator().manual_seed(0)
+for name in ESTIMATORS:
+    sampled = torch.stack([sampled_gradient(name, logits, ref_logits, 1, generator)
+                           for _ in range(draws)])
+    moments = gradient_moments(name, logits, ref_logits)
+    noise = (moments["variance"] / draws) ** 0.5  # the sampled mean's own error, by (4.5)
+    print(f"{name:9s} bias: closed form {moments['bias']:.4f}, from {draws} draws "
+          f"{(sampled.mean(0) - exact).norm():.4f} (their noise about {noise:.4f}); "
+          f"variance: closed form {moments['variance']:.4f}, from the draws "
+          f"{sampled.var(0).sum():.4f}")
+
+# %% [markdown]
+# Move the distance between the policies and the number of sampled tokens. k1's error stays
+# where it starts (its mean is zero); k3's falls to its bias and stays there; k2's and ρ·k3's
+# fall as $1/\sqrt{n}$, on one line.
+
+# %%
+kl_gradient_widget(distance=1.0, samples=16).widget
+
+# %% [markdown]
+# **On the real model.** The policy after section 4's updates against the reference model, at
+# the first tokens of the first completions of the rollout: the same exact sums, over the whole
+# vocabulary of the next-token distributions the model really produced.
+
+# %%
+ROWS, FIRST_TOKENS = 4, 8
+start = input_ids.shape[1] - width - 1  # logits at column t give token t + 1's distribution
+with torch.no_grad():
+    policy_logits, reference_logits = (
+        net(input_ids=input_ids[:ROWS], attention_mask=attention_mask[:ROWS]
+            ).logits[:, start:-1].float() for net in (model, reference_model))
+places = [(row, int(col)) for row in range(min(ROWS, mask.shape[0]))
+          for col in mask[row].nonzero().flatten()[:FIRST_TOKENS]]
+real_rows, moments_at = [], {}
+for name in ESTIMATORS:
+    found = [gradient_moments(name, policy_logits[row, col], reference_logits[row, col])
+             for row, col in places]
+    moments_at[name] = found
+    scale = [exact_gradients(policy_logits[row, col], reference_logits[row, col])["kl"].norm()
+             for row, col in places]
+    at_n = sorted(((m["bias"] ** 2 + m["variance"] / TOY_TOKENS) ** 0.5 / s).item()
+                  for m, s in zip(found, scale, strict=True))
+    real_rows.append({"estimator": name,
+                      "gradient bias, mean": f"{sum(m['relative_bias'] for m in found) / len(found):.1%}",
+                      f"error at {TOY_TOKENS} tokens, median": f"{at_n[len(at_n) // 2]:.1%}"})
+kl_real = [exact_kl(policy_logits[row, col].double(), reference_logits[row, col].double()).item()
+           for row, col in places]
+print(f"{len(places)} next-token distributions; KL(policy || reference) per position: "
+      f"median {sorted(kl_real)[len(kl_real) // 2]:.2e}, largest {max(kl_real):.2e}")
+display(show_table(pd.DataFrame(real_rows), index=False))
+# k3's bias does not shrink with more tokens; k2's error does: past n* = (v2 - v3) / b3^2
+# tokens, by (4.5), k2's unbiased gradient has the smaller error at that position
+crossover = sorted(max(0.0, (k2["variance"] - k3["variance"]) / k3["bias"] ** 2)
+                   for k2, k3 in zip(moments_at["k2"], moments_at["k3"], strict=True)
+                   if k3["bias"] > 0)
+below = sum(n < TOY_TOKENS for n in crossover)
+print(f"k2's error is below k3's from n* tokens on: median n* {crossover[len(crossover) // 2]:.0f} "
+      f"over these positions ({below} of {len(crossover)} below {TOY_TOKENS}); close to the "
+      "reference k3's smaller spread can outweigh its bias for a few tokens, never for many")
+del reference_model, ref_logps, token_logps, policy_logits, reference_logits
+_ = gc.collect()
+
+# %% [markdown]
 # ### With LoRA, β > 0 needs no second model
 #
 # LoRA (Hu et al., 2021; the `peft` library) freezes every weight W and trains a small
@@ -796,7 +926,18 @@ my_k1_sign = ...  # +1 or -1
 check("04.k3_by_hand", (my_k3, my_k1_sign))
 
 # %% [markdown]
-# **4.** The lecture's second box in your own lines: write `my_clipped_surrogate`, the
+# **4.** The same token (log-prob −1.0 under the policy, −1.5 under the reference), sampled
+# on-policy. Its gradient is a coefficient $c$ times $\nabla \log \pi_\theta(y)$ (4.5's
+# table): what is $c$ with ρ·k3 in the loss, and what with k3 alone?
+
+# %%
+my_c_ratio_k3 = ...  # your answer here
+my_c_k3 = ...  # your answer here
+
+check("04.kl_gradient_coefficient", (my_c_ratio_k3, my_c_k3))
+
+# %% [markdown]
+# **5.** The lecture's second box in your own lines: write `my_clipped_surrogate`, the
 # per-token loss (4.2) `[B, T]` from the current and old token log-probs `[B, T]`, the
 # advantages `[B]` and ε. The check runs it on a reused batch whose ratios leave the band on
 # both sides, with advantages of both signs, against `clipped_surrogate`.
@@ -814,6 +955,9 @@ check("04.clipped_surrogate", my_clipped_surrogate)
 # - Reusing a rollout moves the ratio away from one; the clip removes the gradient of tokens past
 #   its band, but neither holds a ratio inside it nor acts over many batches: that is the KL
 #   penalty's job.
+# - A KL estimator's value and its gradient are different questions: k1's gradient averages
+#   to zero and k3's to the other KL's, however many tokens are sampled; k2 and ρ·k3 (the
+#   course's and TRL's) follow the KL's gradient, their error falling with more tokens.
 # - How the per-token losses add up is a choice: every run of the course takes each
 #   completion's mean (`grpo`), which pushes a token of a short completion harder than one of
 #   a long completion; the lecture's sum and TRL's `dapo` push every token alike.

@@ -89,6 +89,7 @@ from IPython.display import Image, display
 
 from grpo_core.plots import figure_png
 from grpo_core.profiles import get_profile
+from grpo_core.tables import plain_table, show_table
 
 profile = get_profile()
 print(f"profile: {profile.name} ({profile.reason}); data: {profile.data_source}")
@@ -192,7 +193,7 @@ toy = summarize_groups([[0, 0, 0, 0],          # too hard: no signal
                         [0, 1 / 3, 0, 0],      # fails, but partial credit makes it mixed
                         [1, 1, 1, 1]],         # too easy: no signal
                        labels=["hard", "edge", "stuck", "partial", "easy"])
-print(pd.DataFrame(toy.rows()).to_string(index=False))
+print(plain_table(pd.DataFrame(toy.rows()), index=False))
 print()
 print(toy.summary())
 for k in (4, 16):
@@ -297,17 +298,17 @@ report = signal_check(model, tokenizer, check_rows, experiment.reward_funcs, k=k
                       stop_at=experiment.overrides.get("stop_at"))
 print(f"{time.perf_counter() - started:.0f} s")
 print(report.summary())
-display(pd.DataFrame([
+display(show_table(pd.DataFrame([
     {"check": f"this notebook: {profile.model_id}, {source}", "k": report.k,
      "problems": report.num_groups, "mean reward": round(report.mean_reward, 2),
      "groups mixed": f"{report.mixed_groups} of {report.num_groups}"},
     {"check": "the lecture's: Qwen3-0.6B, MBPP (quoted, not measured here)", "k": 4,
      "problems": 20, "mean reward": 0.22, "groups mixed": "10 of 20"},
-]).set_index("check"))
+]).set_index("check")))
 display(Image(figure_png(plot_signal(report, title=f"signal check: {source}, {profile.name}"))))
 
 # %%
-print(pd.DataFrame(report.rows()).to_string(index=False))
+display(show_table(pd.DataFrame(report.rows()), index=False))
 best = int(report.scores.flatten().argmax())
 print(f"\nthe best-scoring sample (reward {report.scores.flatten()[best]:.2f}):\n"
       f"{report.texts[best][:400]}")
@@ -458,7 +459,7 @@ rows = [{"k": k, "prompts per step": s["prompts_per_step"], "completions per ste
         for k, s in sizes.items()]
 print(f"\n{profile.name} profile, predictions from this notebook's signal check "
       f"({report.p_definition}, p = {report.p:.2f}):")
-print(pd.DataFrame(rows).to_string(index=False))
+display(show_table(pd.DataFrame(rows), index=False))
 
 # %% [markdown]
 # A caveat about the per-problem columns: they come from the check's 4 samples per problem.
@@ -472,13 +473,17 @@ print(pd.DataFrame(rows).to_string(index=False))
 # ### The recorded runs
 #
 # Training three versions takes a while, so the course ships `cpu`-profile runs of our own
-# loop, one per k, each 40 steps of 16 completions, made with
+# loop, each 40 steps of 16 completions, all recorded by one commit with
+# `tools/record_runs.py`, which runs
 #
 #     python -m grpo_core mbpp --k 8 --profile cpu --max-new-tokens 192 --steps 40 \
-#         --eval-every 20 --eval-samples 3 --samples-eval-per-problem 3 --out data/runs/exp2-k8-cpu
+#         --eval-every 20 --eval-samples 3 --samples-eval-per-problem 3 \
+#         --precision float32 --save-every 5 --out data/runs/exp2-k8-cpu
 #
-# and the same command with `--k 2` and `--k 16`, and once more at k = 8 with `--seed 1`
-# (another draw of the training problems and samples: how much of a result is the seed?).
+# and the same command with `--k 2` and `--k 16`, each also with `--seed 1`, `2` and `3`
+# (another draw of the training problems and samples: how much of a result is the seed?), in
+# float32 on AVX2 kernels so that another CPU draws the same samples (`--save-every` lets a
+# cut run go on with `--resume`; `config.json` names the commit).
 # Every completion ends where its first code block closes (the experiment's stop rule), so
 # the base model's habit of writing on after its function does not spend the 192-token
 # budget. Each run trains on the course's very easy and easy training problems (the cell
@@ -563,7 +568,7 @@ for label, run in recorded.items():
 if table:
     print(f"predictions from this notebook's signal check ({profile.name} profile, "
           f"{report.num_groups} problems, p = {report.p:.2f}); the runs are cpu-profile runs")
-    display(pd.DataFrame(table).set_index("run").T)
+    display(show_table(pd.DataFrame(table).set_index("run").T))
 else:
     print("no recorded runs to compare yet")
 
@@ -624,7 +629,7 @@ for a, b in pairs:
 if comparison:
     print(f"{len(pairs)} comparisons at once: each must reach |z| >= {bar:.2f} (Bonferroni, "
           f"5 % two-sided over all of them), not 1.96")
-    display(pd.DataFrame(comparison).set_index("a - b"))
+    display(show_table(pd.DataFrame(comparison).set_index("a - b")))
 
 # %% [markdown]
 # What did the lead run (k = 8) learn? Its held-out completions at each evaluation: how many
@@ -653,7 +658,7 @@ if lead is not None and lead.has_samples:
                         "mean characters": round(sum(r["chars"] for r in rows) / len(rows)),
                         "cut by the budget": f"{sum(r['truncated'] for r in rows) / len(rows):.0%}",
                         "score, fenced": mean_score(fenced), "score, the rest": mean_score(rest)})
-    display(pd.DataFrame(learned).set_index("step"))
+    display(show_table(pd.DataFrame(learned).set_index("step")))
     before = held.problem_means("unit_test_reward", held.steps[0])
     after = held.problem_means("unit_test_reward", held.steps[-1])
     print(f"per problem, step {held.steps[0]} -> {held.steps[-1]}: rose on "
@@ -669,8 +674,8 @@ if lead is not None and lead.has_samples:
 # %% [markdown]
 # ### The same comparison over seeds
 #
-# The table above compares one run of each k, and the two seeds of k = 8 show how far one
-# run's seed can move its result. Each setting was recorded with several seeds
+# The table above compares one run of each k (and a second seed of k = 8, to show how far
+# one run's seed can move its result). Each setting was recorded with several seeds
 # (`tools/record_runs.py`: the same command with `--seed 1`, `2`, ...), and
 # `grpo_core.seeds` groups the runs that differ in nothing but the seed (it refuses runs that
 # differ in more). Per k: each seed's held-out change with its z, and the mean change with
@@ -720,7 +725,7 @@ for k, summary in sorted(by_k.items()):
                       f"{summary.mean_change:+.3f} ± {summary.seed_sem:.3f}; "
                       + summary.interval().bounds()})
 if seed_rows:
-    display(pd.DataFrame(seed_rows).set_index("k"))
+    display(show_table(pd.DataFrame(seed_rows).set_index("k")))
 for k, summary in sorted(by_k.items()):
     for said in summary.other_draws:
         print(f"k = {k}: {said}")
@@ -763,6 +768,91 @@ if not k_pairs:
 
 
 # %% [markdown]
+# ### Is two enough?
+#
+# [It Takes Two: Your GRPO Is Secretly DPO](https://arxiv.org/abs/2510.00977) argues that
+# GRPO's group works as a contrast between the better and the worse completions of a prompt,
+# as DPO's pairs do, so that a group of two already gives the whole signal; it reports
+# two-completion GRPO close to sixteen-completion GRPO on reasoning benchmarks with a fraction
+# of the rollouts. The sweep above asks a neighbouring question at equal cost: every run
+# samples the same number of completions per step, so k = 2 spreads them over more prompts
+# (the cell prints how many) where k = 16 spends them all on one.
+#
+# Welch's test (8.8) asks "is there a difference?", and not finding one is not evidence that
+# there is none: with few seeds the interval is wide. "k = 2 is as good" needs a margin
+# $\delta$, a difference too small to matter, fixed in the code below, and its own test, the
+# **two one-sided tests** (TOST): the two setups are equivalent when the 90 % interval of the
+# difference lies inside $(-\delta, +\delta)$.
+#
+# $$ \text{verdict} = \begin{cases}
+#    \text{a higher (b higher)} & \text{the 95 \% interval of } \bar\Delta_a - \bar\Delta_b \text{ lies above (below) } 0\\
+#    \text{equivalent} & \text{else, if the 90 \% interval lies inside } (-\delta, +\delta)\\
+#    \text{undecided} & \text{otherwise}
+#    \end{cases} \tag{8.9}$$
+#
+# | symbol | meaning |
+# |---|---|
+# | $\bar\Delta_a - \bar\Delta_b$ | the difference of two group sizes' mean held-out changes over their seeds, with Welch's standard error and degrees of freedom (8.8) |
+# | interval | $(\bar\Delta_a - \bar\Delta_b) \pm t_{q,\nu}\,\mathrm{SE}$, with $q$ = 0.975 for the 95 % interval and 0.95 for the 90 % one |
+# | $\delta$ | the margin of indifference, in held-out score: chosen before the comparison, printed by the cell beside the mean gains it is small against |
+#
+# The figure shows every seed's change, each group size's mean and its 95 % t-interval, and
+# the band of k = 2's mean ± $\delta$.
+
+# %%
+from grpo_core.plots import plot_seed_changes
+from grpo_core.stats import compare_setups, minimum_detectable_change
+
+print(inspect.getsource(compare_setups))
+# a held-out difference smaller than this would not change which k a learner picks
+EQUIVALENCE_MARGIN = 0.05
+changes_by_k = {k: [c.change for c in summary.changes] for k, summary in sorted(by_k.items())}
+two_verdicts = {}
+if 2 in changes_by_k and len(changes_by_k[2]) > 1:
+    per_step = {k: load_run(by_k[k].runs[0]).config["train"]["prompts_per_step"]
+                for k in changes_by_k}
+    print("prompts per step (completions per step): " + ", ".join(
+        f"k = {k}: {n} ({n * k})" for k, n in per_step.items()))
+    print("mean held-out change over seeds: " + ", ".join(
+        f"k = {k}: {sum(v) / len(v):+.3f} ({len(v)} seeds)" for k, v in changes_by_k.items())
+          + f"; margin delta = {EQUIVALENCE_MARGIN}")
+    for k, values in changes_by_k.items():
+        if k != 2 and len(values) > 1:
+            two_verdicts[k] = compare_setups(changes_by_k[2], values, EQUIVALENCE_MARGIN)
+            print(f"k = 2 vs k = {k}: {two_verdicts[k].describe(digits=2)}")
+    display(Image(figure_png(plot_seed_changes(
+        {f"k = {k}": v for k, v in changes_by_k.items()}, reference="k = 2",
+        margin=EQUIVALENCE_MARGIN, title="held-out change per seed, by group size"))))
+else:
+    print("k = 2 has fewer than two seeds here: no comparison over seeds")
+
+# %% [markdown]
+# What the verdicts can and cannot say, computed from them:
+
+# %%
+if two_verdicts:
+    spreads = {k: standard_error(v) * len(v) ** 0.5 for k, v in changes_by_k.items() if len(v) > 1}
+    pooled_sd = (sum(sd ** 2 for sd in spreads.values()) / len(spreads)) ** 0.5
+    n_seeds = min(len(changes_by_k[k]) for k in (2, *two_verdicts))
+    detectable = minimum_detectable_change(pooled_sd, n_seeds, df=2 * n_seeds - 2)
+    for k, verdict in two_verdicts.items():
+        said = {"a higher": f"k = 2 learned more than k = {k}",
+                "b higher": f"k = {k} learned more than k = 2",
+                "equivalent": f"k = 2 matched k = {k} within {EQUIVALENCE_MARGIN}",
+                "undecided": f"undecided: the interval reaches past +-{EQUIVALENCE_MARGIN}, so "
+                             f"it shows neither a difference nor a match"}[verdict.verdict]
+        print(f"k = 2 vs k = {k}: {said} (90 % interval [{verdict.inner_low:+.3f}, "
+              f"{verdict.inner_high:+.3f}])")
+    print(f"seed-to-seed sd of a run's change (pooled over k): {pooled_sd:.3f}; with {n_seeds} "
+          f"seeds a side, a true difference of {detectable:.3f} is found 80 % of the time "
+          f"(eq. 12.5, t with {2 * n_seeds - 2} df); smaller ones are mostly missed")
+    base = load_run(by_k[2].runs[0]).config
+    print(f"what these runs cannot say: how a larger model, a longer run or harder problems "
+          f"behave ({base['model_id']}, {base['train']['max_steps']} steps, "
+          f"{len(base['held_out_task_ids'])} held-out problems of the course's own set); other "
+          f"budgets of completions per step; anything but the last evaluation's score")
+
+# %% [markdown]
 # ### pass@1 against pass@k: sharpening or new solutions?
 #
 # Each held-out problem has 3 samples, so besides the mean score (the share of asserts
@@ -793,7 +883,7 @@ for k, summary in sorted(by_k.items()):
             row[f"pass@{n_pass} change (z)"] = f"{moved.mean:+.3f} ({moved.z:+.1f})"
         pass_rows.append(row)
 if pass_rows:
-    display(pd.DataFrame(pass_rows).set_index("run"))
+    display(show_table(pd.DataFrame(pass_rows).set_index("run")))
 
 # %% [markdown]
 # ### What the runs show
@@ -893,6 +983,23 @@ else:
         + (f"; the {len(spread.seeds)} seeds of one setting differ by a standard deviation "
            f"of {spread.seed_sd:.3f} in their held-out change" if spread else "")
         + ".")
+if two_verdicts:
+    worded = {"a higher": "k = 2 learned more", "b higher": "k = 2 learned less",
+              "equivalent": f"k = 2 matched it within {EQUIVALENCE_MARGIN}",
+              "undecided": "undecided"}
+    kinds = {v.verdict for v in two_verdicts.values()}
+    headline = ("Two was enough here." if kinds == {"equivalent"} else
+                "Two was not enough here." if "b higher" in kinds else
+                "Two was at least as good here." if kinds <= {"a higher", "equivalent"} else
+                "Two held its own against some group sizes; the others these seeds cannot "
+                "decide." if kinds & {"a higher", "equivalent"} else
+                "Whether two is enough, these seeds cannot tell.")
+    bullets.append(
+        f"**{headline}** At equal completions per step, k = 2 against "
+        + "; ".join(f"k = {k}: {worded[v.verdict]} (difference {v.test.difference:+.3f}, 90 % "
+                    f"interval [{v.inner_low:+.3f}, {v.inner_high:+.3f}])"
+                    for k, v in two_verdicts.items())
+        + f", by eq. (8.9) with a margin of {EQUIVALENCE_MARGIN}.")
 zero = {k: [v for name in summary.runs for v in series(load_run(name).records,
                                                         "frac_reward_zero_std")[1]]
         for k, summary in sorted(by_k.items())}
@@ -959,7 +1066,7 @@ for p_i in (0.05, 0.2, 0.5, 0.8):
         draws.append(draw)
     rows.append({"p": p_i, "formula (8.6)": round(expected_groups_until_signal(p_i, 2), 2),
                  "simulated, cap 9": round(sum(draws) / len(draws), 2)})
-print(pd.DataFrame(rows).to_string(index=False))
+print(plain_table(pd.DataFrame(rows), index=False))
 
 # %% [markdown]
 # (The cap cuts the long tail at $p = 0.05$: the simulation stops at 9 draws where the

@@ -107,9 +107,11 @@ print(inspect.getsource(long_function_reward))
 # %%
 # NBVAL_CHECK_OUTPUT
 import pandas as pd
+from IPython.display import display
 
 from grpo_core.advantages import group_advantages
 from grpo_core.mbpp import read_problems
+from grpo_core.tables import plain_table, show_table
 
 add = next(row for row in read_problems() if row["entry_point"] == "add")
 toy = {
@@ -129,7 +131,7 @@ toy_table = pd.DataFrame({
     "advantage (proxy)": group_advantages(proxy, group_size=len(toy)).tolist(),
     "advantage (true)": group_advantages(true, group_size=len(toy)).tolist(),
 })
-print(toy_table.round(2).to_string(index=False))
+print(plain_table(toy_table.round(2), index=False))
 
 # %% [markdown]
 # Under the proxy the long wrong answer is pushed **up** hardest, the short correct one
@@ -228,7 +230,7 @@ mixed = {name: int((s.std(dim=1) > 0).sum()) for name, s in scores.items()}
 print(f"groups whose rewards differ (a signal): proxy {mixed['long_function_reward']}, "
       f"true {mixed['unit_test_reward']} of {len(check_rows)}")
 push = pd.DataFrame({"proxy": push_by_kind(proxy_scores), "true": push_by_kind(true_scores)})
-print(push.round(2).to_string())
+display(show_table(push.round(2)))
 
 # %% [markdown]
 # Which way does each reward point? In every group, take the sample the reward ranks first
@@ -389,7 +391,7 @@ if recorded is not None:
                          f"step {moved.end_step}": f"{moved.end:.3f} ± {moved.end_sem:.3f}",
                          "change": f"{moved.change:+.3f} ± {moved.delta_sem:.3f}",
                          "z": round(moved.z, 1) if moved.z is not None else None})
-    display(pd.DataFrame(rows))
+    display(show_table(pd.DataFrame(rows)))
     for key in (f"rewards/{proxy_name}/mean", f"rewards/{true_name}/mean",
                 "completions/clipped_ratio", "completions/mean_length"):
         steps, values = series(recorded.records, key)
@@ -491,7 +493,7 @@ if recorded is not None and recorded.has_samples:
                            f"{true_name}, finished": mean(finished, true_name),
                            f"{true_name}, cut": mean(cut, true_name),
                            f"{proxy_name}, finished": mean(finished, proxy_name)})
-    display(pd.DataFrame(split_rows))
+    display(show_table(pd.DataFrame(split_rows)))
 
 # %% [markdown]
 # The experiment was recorded once before the stop rule existed, with the same command
@@ -513,7 +515,7 @@ if recorded is not None and budget_dir in list_runs():
                             "change": f"{moved.change:+.3f} ± {moved.delta_sem:.3f}",
                             "z": round(moved.z, 1),
                             "cut off, last fifth": f"{cut.last:.0%}"})
-    display(pd.DataFrame(budget_rows))
+    display(show_table(pd.DataFrame(budget_rows)))
 
 # %% [markdown]
 # ### The fixed reward on the same samples
@@ -677,7 +679,7 @@ closing = pd.DataFrame({
     "advantage (proxy)": mean_advantage_by_kind(proxy_scores),
     "advantage (fixed: unit tests)": mean_advantage_by_kind(true_scores),
 }).reindex(counts.index)
-print(closing.round(2).to_string(na_rep="-"))
+display(show_table(closing.round(2).astype(object).where(closing.notna(), "-")))
 hack_mask = torch.tensor([kind == "hack" for kind in sample_kinds])
 fixed_on_hacks = group_advantages(true_scores.flatten(), group_size=k)[hack_mask]
 assert (fixed_on_hacks <= 0).all(), "a hack scores 0 tests: never above its group's mean"

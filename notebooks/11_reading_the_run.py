@@ -204,10 +204,11 @@ from IPython.display import HTML, Image, display
 
 from grpo_core.gallery import FIXED_RUN_COMMANDS, GALLERY, gallery_entry
 from grpo_core.plots import figure_png, plot_run
+from grpo_core.tables import show_table
 
 pd.set_option("display.max_colwidth", None)
-display(pd.DataFrame([{"symptom": e.symptom, "run": e.run, "what was changed": e.changed,
-                       "fixed run": e.fixed_run or "-"} for e in GALLERY]))
+display(show_table(pd.DataFrame([{"symptom": e.symptom, "run": e.run, "what was changed": e.changed,
+                       "fixed run": e.fixed_run or "-"} for e in GALLERY])))
 for entry in GALLERY:
     print(f"{entry.symptom:14} {entry.full_command}")
 
@@ -365,7 +366,7 @@ for name in ("exp1-beta-0.04-cpu", "exp1-beta-0.2-cpu"):
                  "mean characters, last 5": round(
                      sum(r["completions/mean_chars"] for r in last) / len(last))})
 if ends:
-    display(pd.DataFrame(ends).set_index("run"))
+    display(show_table(pd.DataFrame(ends).set_index("run")))
 
 # %% [markdown]
 # ## 4. Read what the model wrote: the run explorer
@@ -603,10 +604,10 @@ def status_of(name: str | None, symptom: str) -> str:
     return f"{name}: {diagnose(run)[symptom].status}" if run else f"{name}: not recorded yet"
 
 
-display(pd.DataFrame([{"symptom": e.symptom, "metric": SYMPTOMS[e.symptom][0],
+display(show_table(pd.DataFrame([{"symptom": e.symptom, "metric": SYMPTOMS[e.symptom][0],
                        "the run": status_of(e.run, e.symptom), "changed": e.changed,
                        "fix": e.fix, "the fixed run": status_of(e.fixed_run, e.symptom)}
-                      for e in GALLERY]))
+                      for e in GALLERY])))
 
 # %%
 # NBVAL_CHECK_OUTPUT

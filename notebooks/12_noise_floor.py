@@ -80,6 +80,7 @@ from matplotlib.figure import Figure
 
 from grpo_core.plots import DPI, figure_png
 from grpo_core.profiles import get_profile
+from grpo_core.tables import show_table
 
 profile = get_profile()
 print(f"profile: {profile.name} ({profile.reason})")
@@ -242,7 +243,7 @@ for summary in summaries:
                  "SE_samples (12.2b)": round(predicted, 3) if predicted is not None else None,
                  "mean SE_eval": round(summary.mean_delta_sem, 3)})
 pd.set_option("display.max_colwidth", None)
-display(pd.DataFrame(rows).set_index("runs"))
+display(show_table(pd.DataFrame(rows).set_index("runs")))
 problems = {len(load_run(s.runs[0]).config.get("held_out_task_ids", [])) for s in summaries}
 print(f"held-out problems per run: {', '.join(str(n) for n in sorted(problems))}")
 
@@ -404,7 +405,7 @@ for summary in summaries:
                                           f"{moved.mean:+.3f}")
         pass_rows.append(row)
 if pass_rows:
-    display(pd.DataFrame(pass_rows).set_index("run"))
+    display(show_table(pd.DataFrame(pass_rows).set_index("run")))
 else:
     print("no recorded run kept its held-out samples at two steps")
 

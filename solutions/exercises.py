@@ -135,6 +135,13 @@ def k3_by_hand(**_):
     return math.exp(d) - d - 1, +1  # k1 = logp - ref = +0.5
 
 
+@solution("04.kl_gradient_coefficient")
+def kl_gradient_coefficient(**_):
+    d = -1.5 - (-1.0)  # ref - logp
+    # rho*k3: rho (e^d - 1 - d) differentiated by log pi at rho = 1 is (e^d - 1 - d) + (1 - e^d)
+    return -d, 1 - math.exp(d)
+
+
 @solution("04.clipped_surrogate")
 def clipped_surrogate(**_):
     def my_clipped_surrogate(token_logps, old_token_logps, advantages, epsilon):

@@ -97,6 +97,9 @@ WRONG_ANSWERS: dict[str, list] = {
     "04.zero_gradient_threshold": [lambda: 0.72, lambda: 1.28],
     "04.k3_by_hand": [lambda: (2.718281828 ** 0.5 - 0.5 - 1, 1),
                       lambda: (2.718281828 ** -0.5 + 0.5 - 1, -1)],
+    "04.kl_gradient_coefficient": [lambda: (1 - 2.718281828 ** -0.5, 0.5),
+                                   lambda: (-0.5, 1 - 2.718281828 ** 0.5),
+                                   lambda: (1.0, 1.0), lambda: (0.5, 0.5)],
     "04.clipped_surrogate": [
         lambda: lambda lp, old, a, eps: -torch.clamp(torch.exp(lp - old), 1 - eps, 1 + eps) * a[:, None],
         lambda: lambda lp, old, a, eps: -torch.exp(lp - old) * a[:, None],
