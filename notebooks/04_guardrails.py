@@ -927,8 +927,8 @@ check("04.k3_by_hand", (my_k3, my_k1_sign))
 
 # %% [markdown]
 # **4.** The same token (log-prob −1.0 under the policy, −1.5 under the reference), sampled
-# on-policy. Its gradient is a coefficient $c$ times $\nabla \log \pi_\theta(y)$ (4.5's
-# table): what is $c$ with ρ·k3 in the loss, and what with k3 alone?
+# on-policy. Its gradient is a coefficient $c$ times $\nabla \log \pi_\theta(y)$ (the table under
+# eq. (4.5)): what is $c$ with ρ·k3 in the loss, and what with k3 alone?
 
 # %%
 my_c_ratio_k3 = ...  # your answer here
@@ -954,10 +954,8 @@ check("04.clipped_surrogate", my_clipped_surrogate)
 #
 # - Reusing a rollout moves the ratio away from one; the clip removes the gradient of tokens past
 #   its band, but neither holds a ratio inside it nor acts over many batches: that is the KL
-#   penalty's job.
-# - A KL estimator's value and its gradient are different questions: k1's gradient averages
-#   to zero and k3's to the other KL's, however many tokens are sampled; k2 and ρ·k3 (the
-#   course's and TRL's) follow the KL's gradient, their error falling with more tokens.
+#   penalty's job, and its gradient is the KL's only with k2 or ρ·k3 (the course's and TRL's):
+#   k1's averages to zero and k3's to the other KL's, however many tokens are sampled.
 # - How the per-token losses add up is a choice: every run of the course takes each
 #   completion's mean (`grpo`), which pushes a token of a short completion harder than one of
 #   a long completion; the lecture's sum and TRL's `dapo` push every token alike.

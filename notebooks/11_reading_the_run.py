@@ -272,8 +272,8 @@ show_failure("no signal")
 # on pays for more code, so by the end most completions stop at the 192-token
 # `max_new_tokens` and are scored cut off; `completions/clipped_ratio` says so (83 % over the
 # last fifth of the steps). Beside it, the fix: the same experiment ending each completion
-# where its first code block closes (`stop_at="code_block"`), 23 % cut over the last fifth,
-# which `diagnose` calls transient (a few early steps above half, not the end).
+# where its first code block closes (`stop_at="code_block"`), far fewer cut over the last
+# fifth (the cell below prints `diagnose`'s verdict on each).
 
 # %%
 show_failure("truncation")

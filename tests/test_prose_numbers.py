@@ -83,7 +83,6 @@ QUOTED: dict[str, list[Quote]] = {
         Q("200", "full marks at 200 characters", "setting", "grpo_core.rewards.LONG_CODE_CHARS"),
         Q("60", "(about 60 tokens)", "example", "200 characters at about 3.3 characters a token"),
         Q("64", "not the profile's 64", "setting", f"{_SETTINGS}['cpu'].max_new_tokens"),
-        Q("5 %", "less than about 5 % of", "example", "the usual significance level, 0.05"),
         Q("64", "12 steps, 64 new tokens", "file", "data/runs/exp3-defines-function-cpu/config.json"),
         Q("0.14", "sqrt(0.25 / 12) = 0.14", "example", "arithmetic: the largest sd of a mean of 12"),
         Q("0.9", "from 0.4 to 0.9", "example", "exercise 3's made-up run, whose records the "
