@@ -570,7 +570,7 @@ def plot_seed_changes(
         centre = seed_interval(changes[reference]).mean
         ax.axhspan(centre - margin, centre + margin, color="0.85", linewidth=0,
                    label=f"{reference}'s mean +- {margin:g}")
-    for x, (label, values) in enumerate(changes.items()):
+    for x, values in enumerate(changes.values()):
         colour = f"C{x % 10}"
         # seeds spread sideways so that equal values stay visible
         offsets = [(i - (len(values) - 1) / 2) * 0.08 for i in range(len(values))]
