@@ -676,7 +676,7 @@ def test_tight_seeds_close_together_are_equivalent_and_wide_ones_undecided():
     close = compare_setups([0.200, 0.204, 0.198, 0.202], [0.201, 0.199, 0.203, 0.197],
                            margin=0.01)
     assert close.verdict == "equivalent"
-    assert -0.01 < close.inner_low and close.inner_high < 0.01
+    assert close.inner_low > -0.01 and close.inner_high < 0.01
     assert close.low < close.inner_low < 0 < close.inner_high < close.high
     # the same means, seeds spread over 0.1: no difference found, and none ruled out
     wide = compare_setups([0.15, 0.25, 0.10, 0.30], [0.22, 0.18, 0.28, 0.12], margin=0.01)
