@@ -582,11 +582,10 @@ def plot_seed_changes(
         elif interval.n > 1:
             ax.annotate("2 seeds:\nno interval", (x, interval.mean), xytext=(0, -22),
                         textcoords="offset points", ha="center", fontsize=FONT_SMALL)
-    style_axis(ax)  # before the ticks: it sets whole-number step ticks
     ax.set_xticks(range(len(changes)), [f"{label}\n({len(v)} seed{'s' if len(v) > 1 else ''})"
                                         for label, v in changes.items()])
+    ax.tick_params(labelsize=FONT_SMALL)
     ax.set_xlim(-0.6, len(changes) - 0.4)
-    ax.set_xlabel("")  # the columns are setups, not steps
     ax.axhline(0, color="0.5", linewidth=0.8)
     ax.set_ylabel(textwrap.fill(ylabel, 30), fontsize=FONT_SMALL)
     if reference is not None and margin is not None:

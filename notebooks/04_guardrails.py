@@ -554,13 +554,13 @@ with torch.no_grad():
             ).logits[:, start:-1].float() for net in (model, reference_model))
 places = [(row, int(col)) for row in range(min(ROWS, mask.shape[0]))
           for col in mask[row].nonzero().flatten()[:FIRST_TOKENS]]
+scale = [exact_gradients(policy_logits[row, col], reference_logits[row, col])["kl"].norm()
+         for row, col in places]
 real_rows, moments_at = [], {}
 for name in ESTIMATORS:
     found = [gradient_moments(name, policy_logits[row, col], reference_logits[row, col])
              for row, col in places]
     moments_at[name] = found
-    scale = [exact_gradients(policy_logits[row, col], reference_logits[row, col])["kl"].norm()
-             for row, col in places]
     at_n = sorted(((m["bias"] ** 2 + m["variance"] / TOY_TOKENS) ** 0.5 / s).item()
                   for m, s in zip(found, scale, strict=True))
     real_rows.append({"estimator": name,
