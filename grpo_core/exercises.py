@@ -935,3 +935,57 @@ def _bonferroni_bar(answer: Any) -> str | None:
     if abs(value - bonferroni_z(6)) < 0.01:
         return "three settings make three pairs, not six"
     return "each of the 3 comparisons is tested at 0.05 / 3, two-sided: the z of 1 - 0.05 / 6"
+
+
+# ------------------------------------------------------------------------- 13_sampler_mismatch
+
+@_exercise("13.sequence_weight",
+           "Deltas 0.4, 0.3, 0.5: the sequence_truncate weight (top 3), and does sequence_mask keep it?",
+           "e^1.2 = 3.32 is above the top: truncation gives 3, masking drops the completion")
+def _sequence_weight(answer: Any) -> str | None:
+    from grpo_core.sampling_correction import TRL_DEFAULT_CLIP_MAX
+
+    weight, kept = answer
+    value = _number(weight)
+    ratio = math.exp(0.4 + 0.3 + 0.5)
+    if abs(value - ratio) < 1e-3:
+        return "that is the weight before the band: truncation caps it at the band's top"
+    if abs(value - math.exp(0.5)) < 1e-3 or abs(value - min(math.exp(0.5), 3)) < 1e-3:
+        return "a sequence mode sums the deltas of all the tokens first, then takes exp"
+    if abs(value - min(ratio, TRL_DEFAULT_CLIP_MAX)) > 1e-3:
+        return "exp of the summed deltas, then clipped to at most 3"
+    if kept is not False:
+        return "masking keeps a completion only when its weight is inside the band"
+    return None
+
+
+def _ragged_sampler_batch(seed: int = 0) -> tuple[Tensor, Tensor, Tensor]:
+    """Learner and sampler log-probs of 4 completions, ratios e^-1.5..e^1.5, junk in padding."""
+    learner, mask = _ragged_batch(seed)
+    generator = torch.Generator().manual_seed(seed + 1)
+    sampler = learner - (torch.rand(learner.shape, generator=generator) - 0.5) * 3.0
+    return learner, torch.where(mask.bool(), sampler, torch.full_like(sampler, -20.0)), mask
+
+
+@_exercise("13.token_truncate",
+           "Write token_truncate: per-token weights exp(learner - sampler), at most cap.",
+           "your weights are sampler_weights(..., 'token_truncate'): 1 on padding, capped above")
+def _token_truncate(answer: Any) -> str | None:
+    from grpo_core.sampling_correction import sampler_weights
+
+    learner, sampler, mask = _ragged_sampler_batch()
+    cap = 2.0
+    expected = sampler_weights(learner, sampler, mask, "token_truncate", None, cap)
+    yours = torch.as_tensor(_call(answer, learner, sampler, mask, cap), dtype=torch.float32)
+    if yours.shape != expected.shape:
+        return f"one weight per token: shape {tuple(expected.shape)}, yours {tuple(yours.shape)}"
+    if _close(yours, expected):
+        return None
+    real = mask.bool()
+    if _close(yours[real], expected[real]):
+        return "on padding the difference is 0 (weight 1): multiply it by the mask first"
+    if _close(yours[real], torch.exp(learner - sampler)[real]):
+        return "clip the weights to at most cap"
+    if _close(yours[real], torch.exp(sampler - learner).clamp(max=cap)[real]):
+        return "the weight is the learner's probability over the sampler's: learner - sampler"
+    return "exp(learner - sampler) on completion tokens, clamped to at most cap"

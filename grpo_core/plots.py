@@ -24,6 +24,7 @@ the backend, opens a window, or leaks figures.
 from __future__ import annotations
 
 import io
+import math
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -592,4 +593,42 @@ def plot_seed_changes(
         ax.legend(fontsize=FONT_SMALL, loc="best")
     ax.set_title(title or "each seed (dots), mean (bar), 95 % t-interval (line)",
                  fontsize=FONT_TITLE)
+    return fig
+
+
+def plot_log_ratio_histograms(
+    log_ratios: Mapping[str, Sequence[float]],
+    *,
+    cap: float | None = None,
+    title: str = "learner - sampler, per completion token",
+    xlabel: str = "log pi_learner(y_t) - log pi_sampler(y_t)  (nats)",
+):
+    """Notebook 13's picture of the sampler/learner mismatch: one histogram per precision plan
+    of its tokens' log ratios (eq. 13.1), counts on a log scale so the rare large ones show,
+    and with ``cap`` the band ``[-log cap, log cap]`` outside which a truncating correction
+    changes a token's weight.
+
+    Returns a ``matplotlib.figure.Figure``.
+    """
+    from matplotlib.figure import Figure
+
+    if not log_ratios or any(len(values) == 0 for values in log_ratios.values()):
+        raise ValueError("need at least one plan, each with at least one token")
+    fig = Figure(figsize=(6.4, 3.2), dpi=DPI, layout="constrained")
+    ax = fig.subplots()
+    widest = max(max(abs(v) for v in values) for values in log_ratios.values())
+    edge = max(widest, math.log(cap) if cap else 0.0, 1e-6) * 1.05
+    bins = [-edge + 2 * edge * i / 80 for i in range(81)]
+    for index, (plan, values) in enumerate(log_ratios.items()):
+        ax.hist(list(values), bins=bins, histtype="step", linewidth=1.5, color=f"C{index}",
+                label=f"{plan} ({len(values)} tokens)")
+    if cap:
+        for side in (-1, 1):
+            ax.axvline(side * math.log(cap), color="0.4", linestyle="--", linewidth=0.9)
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel, fontsize=FONT_SMALL)
+    ax.set_ylabel("tokens", fontsize=FONT_SMALL)
+    ax.tick_params(labelsize=FONT_SMALL)
+    ax.legend(fontsize=FONT_SMALL, loc="upper right")
+    ax.set_title(title, fontsize=FONT_TITLE)
     return fig

@@ -351,3 +351,20 @@ def bonferroni_bar(**_):
     from statistics import NormalDist
 
     return NormalDist().inv_cdf(1 - 0.05 / 6)
+
+
+# ----------------------------------------------------------------------------- 13_sampler_mismatch
+
+@solution("13.sequence_weight")
+def sequence_weight(**_):
+    ratio = math.exp(0.4 + 0.3 + 0.5)  # a sequence mode sums the deltas, then takes exp
+    return min(ratio, 3.0), ratio <= 3.0  # truncated to the top; masked (dropped) above it
+
+
+@solution("13.token_truncate")
+def token_truncate(**_):
+    def my_token_truncate(learner_logps, sampler_logps, mask, cap):
+        deltas = (learner_logps - sampler_logps) * mask  # 0 on padding: weight 1
+        return torch.exp(deltas).clamp(max=cap)
+
+    return my_token_truncate

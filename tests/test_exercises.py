@@ -160,6 +160,14 @@ WRONG_ANSWERS: dict[str, list] = {
     "11.symptom": [lambda: "collapse", lambda: "truncation"],
     "12.pass_at_k": [lambda: 0.4, lambda: 0.64, lambda: 1.0],
     "12.bonferroni_bar": [lambda: 1.96, lambda: 2.64, lambda: 3.0],
+    "13.sequence_weight": [lambda: (3.3201, True), lambda: (3.0, True), lambda: (1.6487, True),
+                           lambda: (2.0, False)],
+    "13.token_truncate": [
+        lambda: lambda learner, sampler, mask, cap: torch.exp(learner - sampler).clamp(max=cap),
+        lambda: lambda learner, sampler, mask, cap: torch.exp((learner - sampler) * mask),
+        lambda: lambda learner, sampler, mask, cap: torch.exp((sampler - learner) * mask).clamp(
+            max=cap),
+    ],
     "11.transient_truncation": [lambda: [0.9] * 20, lambda: [0.0] * 20],
     "11.group_loss_value": [lambda: 1.0, lambda: -0.5],
     "11.no_signal_rule": [
@@ -264,9 +272,9 @@ def test_notebooks_from_02_on_ask_for_a_few_lines_of_the_method():
     method_exercises = {"02.sequence_logprob", "03.group_advantages", "04.clipped_surrogate",
                         "05.accuracy_reward", "06.dpo_loss", "07.inverted_reward",
                         "08.mixed_per_step", "09.hacking_rule", "10.grpo_aggregation",
-                        "11.no_signal_rule"}
+                        "11.no_signal_rule", "13.token_truncate"}
     assert method_exercises <= set(EXERCISES)
-    assert {name[:2] for name in method_exercises} == {f"{n:02d}" for n in range(2, 12)}
+    assert {name[:2] for name in method_exercises} == {f"{n:02d}" for n in range(2, 14)} - {"12"}
 
 
 def test_judges_are_deterministic():

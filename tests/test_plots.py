@@ -296,3 +296,28 @@ def test_seed_changes_refuse_an_empty_setup_or_an_unknown_reference():
         plot_seed_changes({"a": []})
     with pytest.raises(ValueError, match="reference 'b' is not one of"):
         plot_seed_changes({"a": [0.1]}, reference="b", margin=0.1)
+
+
+def test_log_ratio_histograms_draw_one_outline_per_plan_on_a_log_scale_with_the_band():
+    import math
+
+    from grpo_core.plots import plot_log_ratio_histograms
+
+    fig = plot_log_ratio_histograms({"float32": [0.0, 1e-7, -1e-7], "bfloat16": [0.05, -0.2, 0.3]},
+                                    cap=3.0)
+    (ax,) = fig.axes
+    assert ax.get_yscale() == "log"
+    assert len(ax.patches) == 2  # one step outline each
+    labels = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert labels == ["float32 (3 tokens)", "bfloat16 (3 tokens)"]
+    band = sorted(line.get_xdata()[0] for line in ax.get_lines())
+    assert band == pytest.approx([-math.log(3), math.log(3)])
+    low, high = ax.patches[1].get_path().get_extents().x0, ax.patches[1].get_path().get_extents().x1
+    assert low <= -0.2 and high >= 0.3  # every token inside the bins
+
+
+def test_log_ratio_histograms_refuse_a_plan_without_tokens():
+    from grpo_core.plots import plot_log_ratio_histograms
+
+    with pytest.raises(ValueError, match="at least one token"):
+        plot_log_ratio_histograms({"bfloat16": []})

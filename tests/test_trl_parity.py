@@ -320,3 +320,47 @@ def test_token_logprobs_match_trls_fused_lm_head(offline_model):
     )
     assert (theirs - ours).abs().max().item() <= TOLERANCE
     assert (their_entropy - our_entropy).abs().max().item() <= TOLERANCE
+
+
+# --- the sampler weights themselves -----------------------------------------------------------------
+
+TRL_RATIO_START = "# Compute the importance sampling ratio when using vLLM"
+TRL_RATIO_END = "# Compute the per-token log probabilities for the reference model"
+
+
+def trl_importance_ratio(learner, sampler, mask, mode, clip_min, clip_max):
+    """TRL's own lines for the ratio (``GRPOTrainer._generate_and_score_completions``, which
+    needs vLLM to reach them), cut from its source and run on our tensors."""
+    import inspect
+    import math
+    import textwrap
+
+    source = inspect.getsource(trl.GRPOTrainer._generate_and_score_completions)
+    start, end = source.index(TRL_RATIO_START), source.index(TRL_RATIO_END)
+    block = textwrap.dedent(source[source.rindex("\n", 0, start) + 1:end])
+    settings = {"use_vllm": True, "vllm_importance_sampling_correction": True,
+                "vllm_importance_sampling_mode": mode,
+                "vllm_importance_sampling_clip_min": clip_min,
+                "vllm_importance_sampling_clip_max": clip_max}
+    scope = {"self": type("Trainer", (), settings)(), "torch": torch, "math": math,
+             "completion_mask": mask, "tool_mask": None, "old_per_token_logps": learner,
+             "sampling_per_token_logps": sampler}
+    exec(compile(block, "trl_importance_ratio", "exec"), scope)
+    return scope["vllm_importance_sampling_ratio"]
+
+
+@pytest.mark.parametrize("mode", ["token_truncate", "token_mask", "sequence_truncate",
+                                  "sequence_mask"])
+@pytest.mark.parametrize("band", [(None, 3.0), (0.5, 1.5), (0.8, None)])
+def test_sampler_weights_match_trls_importance_sampling_ratio(mode, band):
+    from grpo_core.sampling_correction import sampler_weights
+
+    batch = fixed_batch()
+    generator = torch.Generator().manual_seed(11)
+    sampler = batch["token_logps"] + 0.4 * torch.randn(6, 7, generator=generator)
+    sampler[0, 2] = float("nan")  # a token the sampler gave no log-prob for: TRL's ratio 1
+    ours = sampler_weights(batch["token_logps"], sampler, batch["mask"], mode, *band)
+    theirs = trl_importance_ratio(batch["token_logps"], sampler, batch["mask"], mode, *band)
+    assert ours.shape == theirs.shape
+    assert torch.allclose(ours, theirs, atol=0, rtol=1e-6), (ours, theirs)
+    assert len(set(ours.flatten().tolist())) > 2  # not all 1, nor all 0
