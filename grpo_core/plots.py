@@ -59,6 +59,9 @@ METRIC_TITLES = {
     "grad_norm": "gradient norm before clipping (grad_norm)",
     "kl": "KL to the reference per token (kl)",
     "entropy": "entropy of the sampled tokens (entropy)",
+    "completions/mean_chars": "completion length, characters (completions/mean_chars)",
+    "sampling/sampling_logp_difference/mean":
+        "learner - sampler, mean |delta| per token (sampling/sampling_logp_difference/mean)",
 }
 DPI = 120  # readable on a laptop screen without zooming
 # the true score and the proxy trained on: one colour each in every figure (notebooks 09, 11)

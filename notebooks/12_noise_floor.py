@@ -529,8 +529,9 @@ check("12.bonferroni_bar", my_bar)
 # - pass@1 and pass@k tell sharpening from new solutions; the smallest detectable change
 #   says what a comparison could have seen.
 #
-# This is the course's last notebook: back to the [start page](START_HERE.ipynb), or run any
-# experiment with more seeds (`tools/record_runs.py`, `make reproduce RUN=...`).
+# **Next:** [13 · When the sampler is not the learner](13_sampler_mismatch.ipynb): the copy
+# the rollouts come from against the weights that learn, and the correction TRL applies. Or
+# run any experiment with more seeds (`tools/record_runs.py`, `make reproduce RUN=...`).
 #
 # When you are done here, shut this notebook's kernel down (*Kernel → Shut Down Kernel*): it
 # holds the model in memory.

@@ -132,6 +132,10 @@ QUOTED: dict[str, list[Quote]] = {
         Q("10", "(The lecture measured 10.)", "lecture", "10 of 20 prompt groups mixed"),
         Q("3", "with k = 3 gave these", "example", "exercise 2's made-up group size"),
     ],
+    "13_sampler_mismatch": [
+        Q("3", "`vllm_importance_sampling_cap`, 3 by default", "setting",
+          "grpo_core.sampling_correction.TRL_DEFAULT_CLIP_MAX"),
+    ],
     "12_noise_floor": [
         Q("0.03", "my reward went up 0.03", "example", "a learner's question, a made-up difference"),
         Q("8", '"k = 8 beat k', "example", "a learner's question about a made-up comparison"),
