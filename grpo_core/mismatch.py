@@ -14,7 +14,7 @@ drew the tokens (same weights and dtype, another order of sums).
 from __future__ import annotations
 
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -53,6 +53,21 @@ class Mismatch:
     def summary(self, threshold: float = 2.0) -> dict[str, float]:
         """``sampling_correction.mismatch_summary`` of these completions."""
         return mismatch_summary(self.learner, self.sampler, self.mask, threshold)
+
+
+def plan_to_measure(plan: Precision, device: str) -> Precision | None:
+    """The plan whose sampling copy :func:`measure_mismatch` compares with the learner.
+
+    A CPU plan with a copy is measured as it is; a CPU plan without one (float16) samples from
+    the policy itself and gives None. A GPU plan always samples from the policy, so there the
+    copy measured is one in the plan's autocast dtype (float32 without autocast), unpacked:
+    what a separate sampling engine holding the same weights in that dtype would draw from.
+    """
+    if plan.sampling_dtype is not None:
+        return plan
+    if device == "cpu":
+        return None
+    return replace(plan, sampling_dtype=plan.autocast or "float32", sampling_packed=False)
 
 
 def _autocast(model: Any, dtype: str | None):

@@ -136,16 +136,18 @@ import time
 
 from grpo_core.experiments import length_experiment
 from grpo_core.models import load_policy
+from grpo_core.mismatch import plan_to_measure
 from grpo_core.precision import detect_precision
 
 model, tokenizer = load_policy(profile)
 experiment = length_experiment(profile)
-prompts = [row["prompt"] for row in experiment.prompts[: 2 * profile.prompts_per_step]]
+prompts = [row["prompt"] for row in experiment.prompts[:4]]
 measured, seconds = {}, {}
 for requested in ("float32", "bfloat16", "float16"):
-    plan = detect_precision("cpu", requested)
-    if plan.sampling_dtype is None:
-        print(f"{requested}: {plan.describe()}: nothing to measure")
+    plan = plan_to_measure(detect_precision(profile.device, requested), profile.device)
+    if plan is None:
+        print(f"{requested}: {detect_precision(profile.device, requested).describe()}: "
+              "no copy, nothing to measure")
         continue
     started = time.perf_counter()
     measured[requested] = measure_mismatch(model, tokenizer, prompts, plan,
@@ -156,7 +158,9 @@ for requested in ("float32", "bfloat16", "float16"):
 
 # %% [markdown]
 # (A float16 plan samples from the policy itself under autocast, so on a CPU it has no copy
-# to measure; on a GPU neither plan has one.) For each plan with a copy: the mean and the
+# to measure. On a GPU no plan has one: there `plan_to_measure` makes a copy in the plan's
+# dtype, what a separate engine holding those weights would sample from.) For each plan with a
+# copy: the mean and the
 # largest $|\delta_t|$, the share of tokens whose weight $e^{\delta_t}$ is off by more than
 # 10 %, the spread of the completions' summed log ratios $\sum_t \delta_t$, and the share of
 # completions whose weight $w$ leaves TRL's band (above 3, or below a third):

@@ -78,3 +78,21 @@ def test_a_plan_without_a_copy_is_refused(tiny_policy):
     model, tokenizer = tiny_policy
     with pytest.raises(ValueError, match="no sampling copy"):
         measure(model, tokenizer, plan(None, autocast="float16"))
+
+
+def test_the_plan_measured_is_the_cpu_plans_own_copy_or_on_a_gpu_a_copy_in_its_dtype():
+    from grpo_core.mismatch import plan_to_measure
+    from grpo_core.precision import choose_precision
+
+    cpu = choose_precision("cpu", bf16_supported=True, requested="bfloat16",
+                           packing=frozenset({"bfloat16"}))
+    assert plan_to_measure(cpu, "cpu") is cpu
+    assert plan_to_measure(choose_precision("cpu", requested="float16"), "cpu") is None
+    for requested, dtype in (("bfloat16", "bfloat16"), ("float16", "float16"),
+                             ("float32", "float32")):
+        gpu = choose_precision("cuda", capability=(8, 0), bf16_supported=True,
+                               requested=requested)
+        assert gpu.sampling_dtype is None
+        measured = plan_to_measure(gpu, "cuda")
+        assert (measured.sampling_dtype, measured.sampling_packed) == (dtype, False)
+        assert measured.autocast == gpu.autocast
