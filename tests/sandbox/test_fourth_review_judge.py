@@ -66,6 +66,18 @@ def test_the_value_budget_admits_exactly_a_million_values_and_no_more():
     assert records.values == {} and records.malformed == 1 and used < 1.0 * time_scale(), used
 
 
+@pytest.mark.parametrize("tag", ["y", "a"])
+def test_bytes_are_charged_one_value_per_16_bytes_against_the_same_budget(tag):
+    """bytes and bytearray arrive as hex: beside a list that fills the budget but for a
+    thousand values, 500 hex units fit and 2000 do not."""
+    plan = plan_tests("def f():\n    return []\n", "", ["assert f() != 1"])
+    sevens = b",".join([b"7"] * (MAX_ITEMS - 1 - 1000))
+    for units, fits in ((500, True), (2000, False)):
+        blob = b'{"' + tag.encode() + b'":"' + b"00" * (16 * units) + b'"}'
+        records = parse_records(b'R\nK\n[0,"v",[' + blob + b"," + sevens + b"]]\nD\n", plan)
+        assert (records.values != {}) is fits, (tag, units)
+
+
 def test_a_full_budget_list_scores_through_the_sandbox_and_one_more_item_fails():
     code = "def f(n):\n    return [7] * n\n"
     inside = f"assert len(f({MAX_ITEMS - 1})) == {MAX_ITEMS - 1}"  # a guarded call too
@@ -191,6 +203,23 @@ def test_a_key_lambdas_body_is_guarded_and_its_calls_are_counted():
     assert run_tests(code, tests).fraction == 1.0
 
 
+def test_a_key_lambdas_defaults_stay_and_its_body_resolves_the_setups_import_aliases():
+    code = "def f():\n    return [3, 1, 2]\n"
+    tests = ["assert sorted(f(), key=lambda t, scale=2: -t * scale) == [3, 2, 1]",
+             "assert sorted(f(), key=lambda t, *, scale=-1: t * scale) == [3, 2, 1]",
+             "assert sorted(f(), key=lambda t: -m.fabs(t)) == [3, 2, 1]"]
+    for split in plan_tests(code, "import math as m", tests).tests:
+        assert not split.refused, split.refused
+    result = run_tests(code, tests, setup_code="import math as m")
+    assert result.fraction == 1.0, result
+    # a keyword-only parameter without a default: split as written, and the parent's call fails
+    uncallable = "assert sorted(f(), key=lambda t, *, s: t) == [1, 2, 3]"
+    (split,) = plan_tests(code, "", [uncallable]).tests
+    assert not split.refused
+    result = run_tests(code, [uncallable])
+    assert (result.passed, result.status) == (0, "ok"), result
+
+
 BIG_INTS = "def f():\n    return [10 ** 4299 + k for k in range(900)]\n"  # 3.9 MB of digits
 MANY = "def f():\n    return list(range(400_000))\n"
 
@@ -226,10 +255,41 @@ def test_the_call_budget_stops_at_its_count_and_its_time():
     "assert sorted(f(), **{'key': lambda t: t}) == []",  # the test's own mapping
     "assert sorted(f(), key=lambda t: [u for u in t]) == []",
     "assert sorted(f(), key=lambda t: t.replace('a', 'bb')) == []",
+    "assert sorted(f(), key=[abs][0]) == []",  # no name the parent could resolve
 ])
 def test_key_functions_the_parent_cannot_bound_are_refused(test):
     (split,) = plan_tests(FRESH, "import math", [test]).tests
     assert split.refused
+
+
+def test_the_candidates_own_function_as_a_key_is_one_of_its_leaves():
+    """Split, not refused: the leaf's value is a function, which no record carries back, so
+    the parent's call fails the test (a candidate cannot hand the parent code to run)."""
+    code = "def f():\n    return [3, 1, 2]\ndef neg(x):\n    return -x\n"
+    test = "assert sorted(f(), key=neg) == [3, 2, 1]"
+    (split,) = plan_tests(code, "", [test]).tests
+    assert not split.refused
+    result = run_tests(code, [test])
+    assert (result.passed, result.status, result.detail) == (0, "ok", "raised: TypeError")
+
+
+def test_a_key_function_is_guarded_under_its_own_name():
+    """``key=list`` iterates each item, so a string item weighs its characters (below)."""
+    test = "assert len(sorted(f(), key=list)) == 1"
+    for length, passed in ((10, 1), (judge._MAX_CALL_WEIGHT // 2 + 1, 0)):
+        code = f"def f():\n    return ['a' * {length}]\n"
+        result = run_tests(code, [test])
+        assert (result.passed, result.status) == (passed, "ok"), (length, result)
+
+
+def test_only_the_argument_a_call_iterates_weighs_its_characters():
+    """``min(a, b)`` compares two strings; it iterates neither into objects, so each weighs
+    16 characters a unit, while ``min(a)`` makes one string per character of ``a``."""
+    size = judge._MAX_CALL_WEIGHT * 3 // 10  # two of them are above the bound as characters
+    code = (f"def f():\n    return 'a' * {size}\n"
+            f"def g():\n    return 'b' * {size}\n")
+    result = run_tests(code, ["assert min(f(), g()) < 'b'"])
+    assert result.fraction == 1.0, result
 
 
 def test_a_string_the_parent_iterates_weighs_its_characters():

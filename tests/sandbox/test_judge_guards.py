@@ -127,6 +127,23 @@ def test_spread_keys_counts_distinct_keys_per_hash_at_its_bound():
     assert spread_keys(repeated) is repeated
 
 
+def test_spread_keys_passes_no_keys_and_keys_of_distinct_hashes_through():
+    assert spread_keys([]) == []
+    distinct = list(range(5 * MAX_SAME_HASH))
+    assert spread_keys(distinct) is distinct
+
+
+def test_spread_keys_checks_every_crowded_hash_on_its_own_wherever_its_keys_stand():
+    crowd = [k * MERSENNE for k in range(1, MAX_SAME_HASH + 2)]  # one too many, all hash 0
+    with pytest.raises(OverflowError, match="one hash"):
+        spread_keys([1, 2] + crowd)  # keys of other hashes first
+    # two hashes, each crowded by a repeat but with no more distinct keys than the bound
+    first = [k * MERSENNE for k in range(1, MAX_SAME_HASH + 1)]
+    second = [k * MERSENNE + 1 for k in range(1, MAX_SAME_HASH + 1)]
+    both = first + first[:1] + second + second[:1]
+    assert spread_keys(both) is both
+
+
 def test_guarded_set_and_dict_check_the_keys_they_build():
     colliding = [k * MERSENNE for k in range(1, MAX_SAME_HASH + 2)]
     for name, function in (("set", set), ("frozenset", frozenset)):

@@ -501,13 +501,25 @@ def test_a_clean_up_that_runs_long_keeps_its_slot_busy_not_the_caller(without_na
     """A completion leaves thousands of folders and sleeps: before, run_tests took 15-16 s and
     left a clean-up process of the sandbox uid and its run folder. Now the clean-up stops at
     its deadline, run_tests returns, and the uid stays out of use until a background thread
-    has finished the clean-up."""
+    has finished the clean-up.
+
+    The background clean-up waits for the test to look (a gate): CI once saw it end between
+    ``run_tests`` returning and the first assertion, on a machine that removed the folders
+    faster than this one, and the test failed although the slot had been held."""
+    import threading
     import time
 
     from sandbox_attacks import leftovers, time_scale
 
     from grpo_core.sandbox import host
     monkeypatch.setattr(execute, "CLEAN_UP_DEADLINE_S", 0.02)  # it cannot end in time
+    looked, finish_clean_up = threading.Event(), execute._finish_clean_up
+
+    def after_the_test_looked(*args):
+        looked.wait(60)
+        finish_clean_up(*args)
+
+    monkeypatch.setattr(execute, "_finish_clean_up", after_the_test_looked)
     code = ("import os, time\nk = 0\nwhile time.process_time() < 0.3:\n"
             "    os.mkdir('d%d' % k)\n    k += 1\n"
             "def add(a, b):\n    time.sleep(30)\n")
@@ -516,6 +528,7 @@ def test_a_clean_up_that_runs_long_keeps_its_slot_busy_not_the_caller(without_na
     elapsed = time.monotonic() - started
     assert result.passed == 0 and elapsed < (2 * 0.5 + 0.25 + 1.0) * time_scale(), elapsed
     assert result.uid in host._slots_in_use, "the uid was handed back with files in it"
+    looked.set()
     deadline = time.monotonic() + 60
     while result.uid in host._slots_in_use and time.monotonic() < deadline:
         time.sleep(0.1)
