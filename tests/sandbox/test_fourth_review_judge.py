@@ -69,10 +69,11 @@ def test_the_value_budget_admits_exactly_a_million_values_and_no_more():
 @pytest.mark.parametrize("tag", ["y", "a"])
 def test_bytes_are_charged_one_value_per_16_bytes_against_the_same_budget(tag):
     """bytes and bytearray arrive as hex: beside a list that fills the budget but for a
-    thousand values, 500 hex units fit and 2000 do not."""
+    thousand values, 900 units of 16 bytes fit and 1100 do not (at one value per 32 bytes,
+    1100 would)."""
     plan = plan_tests("def f():\n    return []\n", "", ["assert f() != 1"])
     sevens = b",".join([b"7"] * (MAX_ITEMS - 1 - 1000))
-    for units, fits in ((500, True), (2000, False)):
+    for units, fits in ((900, True), (1100, False)):
         blob = b'{"' + tag.encode() + b'":"' + b"00" * (16 * units) + b'"}'
         records = parse_records(b'R\nK\n[0,"v",[' + blob + b"," + sevens + b"]]\nD\n", plan)
         assert (records.values != {}) is fits, (tag, units)

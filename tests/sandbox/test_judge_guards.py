@@ -310,3 +310,23 @@ def test_admits_refuses_a_line_by_its_commas_and_brackets_at_the_exact_bounds():
     assert budget.admits(b'[0,"v",[[]]]')  # 3 brackets: 2 containers past its own
     assert not budget.admits(b'[0,"v",[[[]]]]')  # 4: 3 > 2
     assert not budget.admits(b'[0,"v",{"a":{"b":{}}}]')  # braces count as brackets do
+
+
+def test_weigh_arguments_charges_iterated_text_per_character_and_adds_the_rest():
+    """The first ``iterated`` texts weigh ``1 + 2 * len`` each, exactly up to the call's
+    bound; the others weigh what ``weigh`` says, and the weights add up."""
+    bound = judge._MAX_CALL_WEIGHT
+    half = bound // 2 - 2  # two texts, of ``half`` characters and of one: exactly the bound
+    assert judge.weigh_arguments(("a" * half, "b"), iterated=2) == bound
+    with pytest.raises(OverflowError):
+        judge.weigh_arguments(("a" * half, "bc"), iterated=2)
+    listed = [1, (2, 3), "xyz"]
+    assert judge.weigh_arguments(("ab", listed, 7), iterated=1) == \
+        5 + weigh(listed) + weigh(7)
+
+
+def test_a_method_weighs_its_own_text_as_weigh_does_not_per_character():
+    """``guarded_method`` iterates nothing: a text past half the call's bound, which as an
+    iterated argument would be refused, is weighed as text (one unit per 16 characters)."""
+    text = "a" * (judge._MAX_CALL_WEIGHT // 2 + 1)
+    assert guarded_method(text, "startswith")("a") is True

@@ -4,12 +4,13 @@ context, only iterated). Pure: ``plan_tests`` parses, nothing runs."""
 
 from __future__ import annotations
 
+import ast
 import types
 
 import pytest
 
 from grpo_core.sandbox import run_tests
-from grpo_core.sandbox.split import plan_tests
+from grpo_core.sandbox.split import plan_tests, setup_for_child
 
 CODE = "def f(x):\n    return x\ndef g(x):\n    return [x, x + 1, x + 2, x + 3]\n"
 WRONG = "def f(x):\n    return 0\ndef g(x):\n    return [0, 0, 0, 0]\n"
@@ -99,3 +100,14 @@ def test_a_trusted_module_imported_under_another_name_is_called_by_its_own_name(
         assert not split.refused, split.refused
         assert run_tests(CODE, [test], setup_code=setup).fraction == 1.0
         assert run_tests(WRONG, [test], setup_code=setup).fraction == 0.0
+
+
+def test_the_childs_setup_drops_only_single_name_bindings_of_the_parents_values():
+    """Only ``expected = ...`` goes (a plain value the parent keeps); an import, another
+    name's binding, a tuple target and an annotated binding stay, in order."""
+    setup = ("import math\nlimit = 3\nexpected = [0, 1, 4]\na, b = 1, 2\n"
+             "x: int = 5\ndef helper():\n    return limit\n")
+    kept = ("import math\nlimit = 3\na, b = 1, 2\n"
+            "x: int = 5\ndef helper():\n    return limit\n")
+    assert setup_for_child(setup, frozenset({"expected"})) == ast.unparse(ast.parse(kept)) + "\n"
+    assert setup_for_child(setup, frozenset()) == setup
