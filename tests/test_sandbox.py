@@ -410,7 +410,8 @@ def test_an_ordinary_user_gets_level_0_with_a_warning():
     python = shutil.which("python3", path="/usr/bin:/usr/local/bin")
     if python is None:
         pytest.skip("no system python3 another user can run")
-    home = tempfile.mkdtemp(prefix="grpo-laptop-")  # under /tmp: reachable by that user
+    # under /tmp, not TMPDIR (a private one would keep that user out)
+    home = tempfile.mkdtemp(prefix="grpo-laptop-", dir="/tmp")
     os.chmod(home, 0o777)
     # That user gets its own copy of the package (standard library only), so the test does
     # not depend on where the checkout lives: a clone in a 0700 folder works the same.

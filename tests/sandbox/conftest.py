@@ -54,7 +54,9 @@ def context(monkeypatch):
     modes (and the sandbox) protect them.
     """
     unique = secrets.token_hex(6)
-    root = Path(tempfile.mkdtemp(prefix="grpo-victims-"))
+    # /tmp, not TMPDIR: a private TMPDIR would protect them by its own mode, and a long one
+    # makes the unix socket's path too long to bind (108 bytes)
+    root = Path(tempfile.mkdtemp(prefix="grpo-victims-", dir="/tmp"))
     root.chmod(0o755)
     open_dir = _private_dir(root / "victims", 0o755)
     victim_file = open_dir / "precious.txt"

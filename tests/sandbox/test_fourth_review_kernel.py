@@ -343,8 +343,11 @@ def own_folder():
 
 @pytest.fixture
 def sticky_below_private():
-    """A private 0755 folder (a cluster's or macOS's TMPDIR) holding a sticky 1777 folder."""
-    private = Path(tempfile.mkdtemp(prefix="grpo-private-tmp-"))
+    """A private 0755 folder (a cluster's or macOS's TMPDIR) holding a sticky 1777 folder.
+
+    Made under /tmp whatever TMPDIR is: below a 0700 TMPDIR the sandbox uid could not reach
+    the sticky folder at all (nothing to find, nothing to plant)."""
+    private = Path(tempfile.mkdtemp(prefix="grpo-private-tmp-", dir="/tmp"))
     private.chmod(0o755)
     sticky = private / "sticky"
     sticky.mkdir()

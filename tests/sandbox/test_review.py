@@ -367,7 +367,7 @@ def test_no_keyrings_and_sync_does_nothing(isolation):
 
 def test_host_sockets_are_neither_listed_nor_reachable(isolation, context, tmp_path):
     _needs(isolation, "private_root", "network_namespace")
-    folder = Path(tempfile.mkdtemp(prefix="grpo-open-sock-"))
+    folder = Path(tempfile.mkdtemp(prefix="grpo-open-sock-", dir="/tmp"))  # not a private TMPDIR
     folder.chmod(0o755)
     path = folder / "sock"
     listener = socket.socket(socket.AF_UNIX)
