@@ -524,11 +524,13 @@ def test_a_clean_up_that_runs_long_keeps_its_slot_busy_not_the_caller(without_na
             "    os.mkdir('d%d' % k)\n    k += 1\n"
             "def add(a, b):\n    time.sleep(30)\n")
     started = time.monotonic()
-    result = run_tests(code, list(ADD_TESTS), timeout_s=0.5, isolation=without_namespaces)
-    elapsed = time.monotonic() - started
-    assert result.passed == 0 and elapsed < (2 * 0.5 + 0.25 + 1.0) * time_scale(), elapsed
-    assert result.uid in host._slots_in_use, "the uid was handed back with files in it"
-    looked.set()
+    try:
+        result = run_tests(code, list(ADD_TESTS), timeout_s=0.5, isolation=without_namespaces)
+        elapsed = time.monotonic() - started
+        assert result.passed == 0 and elapsed < (2 * 0.5 + 0.25 + 1.0) * time_scale(), elapsed
+        assert result.uid in host._slots_in_use, "the uid was handed back with files in it"
+    finally:
+        looked.set()  # a failed look must not leave the clean-up waiting (and its uid out)
     deadline = time.monotonic() + 60
     while result.uid in host._slots_in_use and time.monotonic() < deadline:
         time.sleep(0.1)
