@@ -36,7 +36,9 @@ torch's and oneDNN's kernels held to AVX2 (``ATEN_CPU_CAPABILITY=avx2``,
 ``ONEDNN_MAX_CPU_ISA=AVX2``): any CPU here then stands for a laptop without AVX-512.
 ``--busy-core`` measures every run a second time with a busy loop pinned to one core (another
 program at the same priority, as on a learner's laptop) and prints busy / idle per
-implementation.
+implementation. Both sides load the model with the course's loader, so both get the course's
+thread plan (``grpo_core.threads``: one thread per core no other program keeps busy; each
+run's line says how many); ``--threads N`` forces N on both.
 
     python benchmarks/bench_step.py [--steps 3] [--rounds 2] [--threads 0] [--device cpu|cuda]
                                     [--isa native|avx2] [--busy-core]
@@ -286,7 +288,8 @@ def summary(name: str, step_times: list[float], generations: list, device: str,
             "weight_bytes_per_decode_step": read_bytes, "phases": phases or {},
             # one multiply-add per weight per row: the arithmetic of a decoding step
             "flop_per_row_per_decode_step": 2 * weight_count,
-            "peak_memory_gib": peak, "memory_kind": "GPU allocated" if device == "cuda" else "RSS"}
+            "peak_memory_gib": peak, "memory_kind": "GPU allocated" if device == "cuda" else "RSS",
+            "threads": torch.get_num_threads()}
 
 
 def child(impl: str, steps: int, threads: int, device: str, precision_name: str) -> None:
@@ -294,8 +297,8 @@ def child(impl: str, steps: int, threads: int, device: str, precision_name: str)
 
     from grpo_core.precision import detect_precision
 
-    if threads:
-        torch.set_num_threads(threads)
+    if threads:  # the course's loader applies its thread plan: force it there
+        os.environ["GRPO_THREADS"] = str(threads)
     torch.manual_seed(0)
     precision = detect_precision(device) if precision_name == "default" else None
     if precision is not None and precision.autocast is None:
@@ -324,13 +327,15 @@ def merge(runs: list[dict]) -> dict:
     return {**runs[0], "step_times": times, "median_step_s": statistics.median(times),
             "rollout_tokens_per_s": statistics.mean(r["rollout_tokens_per_s"] for r in runs),
             "decode_step_s": statistics.mean(r["decode_step_s"] for r in runs),
-            "peak_memory_gib": max(r["peak_memory_gib"] for r in runs), "phases": phases}
+            "peak_memory_gib": max(r["peak_memory_gib"] for r in runs), "phases": phases,
+            "threads": "/".join(sorted({str(r["threads"]) for r in runs}))}
 
 
 def report(result: dict, bandwidth: float | None, rows: int, peak_flops: float | None = None,
            peak_dtype: str = "float32") -> str:
     times = ", ".join(f"{t:.1f}" for t in result["step_times"])
-    line = (f"{result['name']:>16}: median step {result['median_step_s']:.2f} s ({times}); rollout "
+    line = (f"{result['name']:>16}: median step {result['median_step_s']:.2f} s ({times}) on "
+            f"{result['threads']} thread(s); rollout "
             f"{result['rollout_tokens_per_s']:.0f} tokens/s")
     if bandwidth:
         bound = rows * bandwidth / result["weight_bytes_per_decode_step"]
@@ -371,8 +376,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=3, help="timed steps after one warm-up")
     parser.add_argument("--rounds", type=int, default=2, help="alternations ours, TRL per precision")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default, "
-                                                                "as the course runs)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch threads for both sides (0: the course's thread plan, "
+                             "grpo_core.threads, as the course runs)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--precision", choices=["default", "float32", "both"], default="both")
     parser.add_argument("--isa", choices=["native", "avx2"], default="native",
@@ -392,7 +398,7 @@ def main() -> int:
     print(f"CPU: {cpu_description()}; {isa_description()}; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"one GRPO step: {PROMPTS_PER_STEP} prompts x k={GROUP}, {NEW_TOKENS} new tokens, "
-          f"SmolLM2-135M on {args.device}, {args.threads or 'default'} thread(s), median of "
+          f"SmolLM2-135M on {args.device}, threads: {args.threads or 'the course plan'}, median of "
           f"{args.rounds} x {args.steps} steps (each run: 1 warm-up), runs alternating ours, TRL")
     print(f"default precision here: {default.reason}")
     names = ["float32", "default"] if args.precision == "both" else [args.precision]

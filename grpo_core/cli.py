@@ -41,6 +41,7 @@ from grpo_core.profiles import PRECISION_CHOICES, PRECISION_ENV_VAR, Profile, ge
 from grpo_core.rollout import STOP_RULES
 from grpo_core.run_files import METRICS_FILE, eval_mean_keys, read_jsonl
 from grpo_core.scoring import RewardError
+from grpo_core.threads import thread_plan
 
 PROG = "python -m grpo_core"
 
@@ -125,7 +126,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "runs recorded before the rule)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--threads", type=int, default=None,
-                        help="torch CPU threads (1 is steadier on a busy or shared machine)")
+                        help="torch CPU threads (default: GRPO_THREADS, else one per core that "
+                             "no other program keeps busy, see grpo_core.threads)")
     return parser.parse_args(argv)
 
 
@@ -201,17 +203,14 @@ def run_experiment(args: argparse.Namespace) -> RunResult:
     from grpo_core.models import load_policy
     from grpo_core.plots import LivePlot
 
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    threads = thread_plan(None if args.threads is None else str(args.threads), "--threads")
     profile = get_profile(args.profile)
     if args.precision is not None:
         profile = profile.with_overrides(precision=args.precision, precision_reason="--precision")
     experiment = make_experiment(args.experiment, profile, args)
     config = build_config(profile, experiment, **config_overrides(args))
     out = Path(args.out or f"runs/{args.experiment}-{profile.name}")
-    model, tokenizer = load_policy(profile)  # the precision plan's float32 master weights
+    model, tokenizer = load_policy(profile, threads)  # the precision plan's float32 weights
     if profile.device == "cuda" and config.micro_batch_size is None:
         config = fit_to_gpu(config, model, tokenizer, experiment, profile)
     # the steps a resumed run keeps (metrics.jsonl up to its checkpoint), so that curves.png,
@@ -221,7 +220,7 @@ def run_experiment(args: argparse.Namespace) -> RunResult:
     plot = LivePlot(every=args.plot_every, path=out / "curves.png", title=experiment.title,
                     targets=experiment.targets, show=False, records=kept)
     extra = {"experiment": experiment.name, "profile": profile.name, "model_id": profile.model_id,
-             "precision": precision_plan(profile).reason,
+             "precision": precision_plan(profile).reason, "threads": threads.reason,
              "negate": args.negate, **experiment.notes,
              "command": " ".join([PROG, *sys.argv[1:]])}
     try:

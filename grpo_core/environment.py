@@ -60,6 +60,7 @@ def environment_report(profile_name: str | None = None) -> str:
     no line longer than :data:`REPORT_WIDTH` but a single word that is."""
     from grpo_core.precision import precision_plan
     from grpo_core.profiles import cuda_available, get_profile
+    from grpo_core.threads import thread_plan
 
     venv = "a virtual environment" if sys.prefix != sys.base_prefix else "no virtual environment"
     lines = [report_line("python", f"{platform.python_version()} ({venv})")]
@@ -81,6 +82,7 @@ def environment_report(profile_name: str | None = None) -> str:
     else:
         plan = precision_plan(profile)
         lines.append(report_line("precision", f"{plan.describe()} ({plan.reason})"))
+    lines.append(report_line("threads", thread_plan().reason))
     lines.append(report_line("colab", str(in_colab())))
     return "\n".join(lines)
 

@@ -34,6 +34,7 @@ from grpo_core.profiles import (
     cuda_available,
     get_profile,
 )
+from grpo_core.threads import ThreadPlan, apply_threads, thread_plan
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -236,18 +237,21 @@ def prepare_tokenizer(tokenizer: PreTrainedTokenizerBase) -> PreTrainedTokenizer
 
 
 def load_policy(
-    profile: Profile | str | None = None,
+    profile: Profile | str | None = None, threads: ThreadPlan | None = None,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load the policy model and its tokenizer for ``profile``.
 
     Args:
         profile: a :class:`Profile`, a profile name, or None for ``GRPO_PROFILE`` / the default.
+        threads: the CPU thread plan; None: ``grpo_core.threads.thread_plan()`` (``GRPO_THREADS``
+            or what the machine has free, decided once per process).
 
     Returns:
         ``(model, tokenizer)``: the model on the profile's device in eval mode, its weights
         the precision plan's float32 master weights (``grpo_core.precision``; the plan's
         autocast reaches the loop through ``TrainConfig.from_profile``), and a tokenizer set
-        up for left-padded batched generation.
+        up for left-padded batched generation. torch's CPU thread count is set to the thread
+        plan's (``threads``, else ``grpo_core.threads.thread_plan()``).
 
     Raises:
         ProfileError: unknown profile, no CUDA for ``gpu``, no network for the Hub download.
@@ -267,6 +271,7 @@ def load_policy(
     else:
         model, tokenizer = _load_from_hub(profile, LOAD_DTYPE)
     apply_to_model(model, precision_plan(profile))
+    apply_threads(threads or thread_plan())  # a core another program holds gets no thread
     model.to(profile.device)
     model.eval()
     return model, prepare_tokenizer(tokenizer)

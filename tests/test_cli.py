@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
@@ -41,7 +42,23 @@ def test_cli_smoke_run_writes_every_contract_metric_and_a_png(tmp_path, monkeypa
     config = json.loads((out / "config.json").read_text())
     assert config["experiment"] == "length" and config["train"]["beta"] == 0.0
     assert config["reward_funcs"] == ["length_reward"]
+    assert re.match(r"\d+ threads?: \d+ usable cores?, \d+\.\d of them busy", config["threads"])
     assert not (out / "checkpoint").exists()
+
+
+def test_cli_threads_sets_torchs_count_and_the_config_says_so(tmp_path):
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        assert main(["length", "--profile", "smoke", "--out", str(tmp_path / "run"), "--steps",
+                     "1", "--max-new-tokens", "4", "--no-checkpoint", "--quiet",
+                     "--threads", "1"]) == 0
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["threads"] == "1 thread, set by --threads"
 
 
 def test_cli_mbpp_k4_smoke_run_scores_code_in_the_sandbox(tmp_path):

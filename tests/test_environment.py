@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from importlib import metadata
 
@@ -13,6 +14,7 @@ def test_report_names_profile_reason_and_device():
     report = environment_report("smoke")
     assert "profile       smoke (passed as an argument)" in report
     assert "device        cpu" in report
+    assert re.search(r"^threads       \d+ threads?: ", report, re.MULTILINE)
     assert f"torch         {metadata.version('torch')}" in report
 
 
