@@ -22,12 +22,16 @@ row):
 - ``h <- h + W_down (silu(W_gate x) * W_up x)`` with ``x = rmsnorm(h)``, the residual again
   added by the product.
 
+It writes out the float32 copy and the bfloat16 one (the plan's copy on a CPU with bfloat16
+instructions, where the operations around the products were a larger share of a step: 53 ms
+a decoding step against 9-10 ms of reading the weights or of their arithmetic, issue 47).
 The logits equal the model's own forward's to float rounding (tests compare them at every
-step, with left padding and rows leaving the batch). What it leaves out: any architecture but
-Llama's (SmolLM2 is one; Qwen3's extra query/key norms are not written out), biases, a
-bfloat16 copy (its roundings would differ from the model's forward by more than float32's,
-and it was not measured on a CPU with bfloat16 instructions), and LoRA adapters: for all of
-these :func:`can_decode` says no and the decoding loop calls the model's forward as before.
+step, with left padding and rows leaving the batch): float32's, and bfloat16's, where the
+norms and the rotary embedding round at other places than Hugging Face's (``torch.rms_norm``
+rounds once after the weight, Hugging Face before and after it). What it leaves out: any
+architecture but Llama's (SmolLM2 is one; Qwen3's extra query/key norms are not written out),
+biases, float16, and LoRA adapters: for all of these :func:`can_decode` says no and the
+decoding loop calls the model's forward as before.
 """
 
 from __future__ import annotations
@@ -41,14 +45,17 @@ from torch.nn import functional
 
 from grpo_core.packed import PackedLinear
 
+# the sampling copies it writes out: the float32 plan's and the bfloat16 plan's
+DTYPES = (torch.float32, torch.bfloat16)
 _PROJECTIONS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
                 "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 
 
 def can_decode(model: Any) -> bool:
     """Whether :class:`PackedDecoder` computes ``model``'s decoding step: a Llama whose every
-    weight product is a float32 :class:`~grpo_core.packed.PackedLinear` without bias, with
-    SiLU gates (Llama has no sliding-window layers)."""
+    weight product is a :class:`~grpo_core.packed.PackedLinear` without bias in the dtype of
+    its embeddings (float32 or bfloat16: one of :data:`DTYPES`), with SiLU gates (Llama has no
+    sliding-window layers)."""
     config = getattr(model, "config", None)
     if getattr(config, "model_type", None) != "llama" or getattr(config, "hidden_act", None) != "silu":
         return False
@@ -58,9 +65,10 @@ def can_decode(model: Any) -> bool:
         products.append(model.lm_head)
     except AttributeError:
         return False
-    return bool(layers) and all(
+    dtype = model.model.embed_tokens.weight.dtype
+    return bool(layers) and dtype in DTYPES and all(
         isinstance(product, PackedLinear) and product.bias is None
-        and product.dtype == torch.float32 for product in products)
+        and product.dtype == dtype for product in products)
 
 
 def _rope(x: Tensor, cos: Tensor, signed_sin: Tensor) -> Tensor:
@@ -125,8 +133,9 @@ class PackedDecoder:
 
     def __init__(self, model: Any) -> None:
         if not can_decode(model):
-            raise ValueError("PackedDecoder needs a Llama whose linear layers are float32 "
-                             "PackedLinear without bias (grpo_core.packed.pack_linears)")
+            raise ValueError("PackedDecoder needs a Llama whose linear layers are PackedLinear "
+                             "without bias, in its embeddings' dtype, float32 or bfloat16 "
+                             "(grpo_core.packed.pack_linears)")
         self.model = model
         self.eps = model.config.rms_norm_eps
 

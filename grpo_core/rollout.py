@@ -294,7 +294,7 @@ def _decode(model, input_ids, attention_mask, max_new_tokens, eos_token_ids, pad
       step's matrix products cost about in proportion to the rows (float32 at 16 rows is
       compute-bound, not memory-bound), so a group whose completions end early no longer pays
       for its longest one on every row;
-    - **a decoding step written out** for a packed float32 Llama sampling copy
+    - **a decoding step written out** for a packed float32 or bfloat16 Llama sampling copy
       (:mod:`grpo_core.packed_decoder`, where :func:`~grpo_core.packed_decoder.can_decode`
       says so): the same products with fewer operations around them; any other model decodes
       through its own forward.

@@ -140,7 +140,7 @@ def choose_threads(default: int, usable: int, busy: float, requested: int | None
         return ThreadPlan(requested, f"{count(requested, 'thread')}, set by {where or 'request'}")
     held = int(busy + 0.5)  # a core counts as taken from half its time
     threads = max(1, min(default, usable - held))
-    words = (f"{count(usable, 'usable core')}, {busy:.1f} of them busy with other programs"
+    words = (f"{count(usable, 'usable core')}, {busy:.1f} busy with other programs"
              + (f", torch's default {default}" if default < usable else ""))
     return ThreadPlan(threads, f"{count(threads, 'thread')}: {words}")
 

@@ -124,19 +124,21 @@ print(f"{n_params / 1e6:.1f} M parameters, dtype {model.dtype}, device {model.de
 print(f"padding side: {tokenizer.padding_side}, pad token: {tokenizer.pad_token!r}")
 
 # %% [markdown]
-# ## The precision plan
+# ## The precision plan and the threads
 #
-# How this machine trains: which number format the matrix products use, and what the
-# rollouts are sampled from. You need nothing of it before notebook 04; the last section of
-# this notebook, *Your machine*, explains each part.
+# How this machine trains: which number format the matrix products use, what the rollouts
+# are sampled from, and how many threads torch's kernels use. You need nothing of it before
+# notebook 04; the last section of this notebook, *Your machine*, explains each part.
 
 # %%
 from grpo_core.environment import report_line
 from grpo_core.precision import choose_precision, precision_plan
+from grpo_core.threads import thread_plan
 
 plan = precision_plan(profile)
 print(report_line("plan:", plan.describe()))
 print(report_line("why:", plan.reason))
+print(report_line("threads:", f"{thread_plan().reason} (torch uses {torch.get_num_threads()})"))
 
 # %% [markdown]
 # ## One sampled completion
@@ -249,6 +251,33 @@ print(pd.DataFrame({name: {"autocast": plan.autocast or "off",
                     for name, plan in plans.items()}).T.to_string())
 
 # %% [markdown]
+# ### Threads: a core that something else keeps busy
+#
+# torch splits every matrix product evenly between its threads, one per core, and a product
+# ends when its slowest thread does. If another program (the browser showing this notebook,
+# a video call, a second notebook) keeps one of two cores busy, the thread that shares that
+# core gets half of it, and every product waits for it. So when `load_policy` loads the model
+# it looks, once, at what other programs use (0.3 s of the system's CPU counters, this
+# process's own time taken out) and gives torch one thread per core that is not busy. The
+# `threads` line above says what it found. A program you start later is not seen: restart
+# the kernel, or set `GRPO_THREADS` (a number, or `auto`) before starting Jupyter
+# (`--threads` on the command line). The rule, told what a machine has (`choose_threads`):
+
+# %%
+# NBVAL_CHECK_OUTPUT
+from grpo_core.threads import choose_threads, usable_cpus
+
+machines = {  # name: (cores the process may use, performance cores or None, cores busy elsewhere)
+    "2 cores, nothing else running": ({0, 1}, None, 0.1),
+    "2 cores, a video call on one": ({0, 1}, None, 1.0),
+    "8 cores, a browser tab at 30 %": (set(range(8)), None, 0.3),
+    "4 performance + 8 efficiency cores": (set(range(12)), [0, 1, 2, 3], 0.0),
+}
+for name, (affinity, performance, busy) in machines.items():
+    usable = usable_cpus(affinity, performance)
+    print(f"{name:<36} {choose_threads(len(affinity), len(usable), busy).reason}")
+
+# %% [markdown]
 # ## Exercises
 #
 # Each check prints *not attempted yet* while your line still holds `...`, a hint when the
@@ -282,6 +311,7 @@ check("00.group_of_four", my_rollout)
 #   run.
 # - The precision plan says what this machine trains in and why; every plan keeps float32 master
 #   weights (the last section explains its parts).
+# - torch gets one thread per core that no other program keeps busy when the model loads.
 # - One completion sampled with the course's own decoding loop, and the mask that ends it at its
 #   first end-of-sequence token.
 #

@@ -42,7 +42,8 @@ def test_cli_smoke_run_writes_every_contract_metric_and_a_png(tmp_path, monkeypa
     config = json.loads((out / "config.json").read_text())
     assert config["experiment"] == "length" and config["train"]["beta"] == 0.0
     assert config["reward_funcs"] == ["length_reward"]
-    assert re.match(r"\d+ threads?: \d+ usable cores?, \d+\.\d of them busy", config["threads"])
+    assert re.match(r"\d+ threads?: \d+ usable cores?, \d+\.\d busy with other programs",
+                    config["threads"])
     assert not (out / "checkpoint").exists()
 
 

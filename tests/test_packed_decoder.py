@@ -32,13 +32,18 @@ def packed_copy(model):
     return sampler
 
 
-def test_only_a_packed_float32_llama_without_biases_is_written_out():
+def test_only_a_packed_llama_in_one_dtype_without_biases_is_written_out():
     model = llama()
     assert not can_decode(model)  # nn.Linear: the model's own forward
     assert can_decode(packed_copy(model))
-    bfloat16 = packed_copy(model)
-    bfloat16.model.layers[1].mlp.down_proj.dtype = torch.bfloat16  # one layer is enough
-    assert not can_decode(bfloat16)  # (packing bfloat16 needs instructions CI may not have)
+    mixed = packed_copy(model)
+    mixed.model.layers[1].mlp.down_proj.dtype = torch.bfloat16  # one layer is enough
+    assert not can_decode(mixed)  # (packing bfloat16 needs instructions CI may not have)
+    mixed.model.embed_tokens.to(torch.bfloat16)  # the rest of the copy is still float32
+    assert not can_decode(mixed)
+    half = packed_copy(model)
+    half.to(torch.float16)  # a float16 embedding, float32 products
+    assert not can_decode(half)
     assert not can_decode(packed_copy(llama(attention_bias=True)))
     assert not can_decode(packed_copy(llama(hidden_act="gelu")))
     qwen3 = Qwen3ForCausalLM(Qwen3Config(vocab_size=50, hidden_size=32, intermediate_size=48,
@@ -58,9 +63,15 @@ def prompt_pass(model, ids, mask):
     return cache
 
 
-def test_every_step_gives_the_models_logits_with_padding_and_rows_leaving():
-    model = llama()
+BFLOAT16 = pytest.param(torch.bfloat16, 3e-2, marks=pytest.mark.skipif(
+    not packing_available("bfloat16"), reason="this CPU cannot pack bfloat16 weights"))
+
+
+@pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 1e-5), BFLOAT16])
+def test_every_step_gives_the_models_logits_with_padding_and_rows_leaving(dtype, tolerance):
+    model = llama().to(dtype)
     sampler = packed_copy(model)
+    assert can_decode(sampler)
     ids = torch.tensor([[0, 0, 5, 6], [7, 8, 9, 10], [0, 11, 12, 13]])
     mask = (ids != 0).long()
     reference = prompt_pass(model, ids, mask)
@@ -85,12 +96,16 @@ def test_every_step_gives_the_models_logits_with_padding_and_rows_leaving():
             want = model(input_ids=tokens[:, None], attention_mask=full_mask,
                          position_ids=positions[:, None], cache=reference,
                          use_cache=True).logits[:, -1]
-        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+        assert got.dtype == dtype
+        torch.testing.assert_close(got, want, atol=tolerance, rtol=tolerance)
         assert cache.filled == 5 + step
         tokens = want.argmax(-1)
+    close = {} if dtype == torch.float32 else {"atol": tolerance, "rtol": tolerance}
     for layer, (keys, values) in enumerate(zip(cache.keys, cache.values, strict=True)):
-        torch.testing.assert_close(keys[:, :, :cache.filled], reference.layers[layer].keys)
-        torch.testing.assert_close(values[:, :, :cache.filled], reference.layers[layer].values)
+        torch.testing.assert_close(keys[:, :, :cache.filled], reference.layers[layer].keys,
+                                   **close)
+        torch.testing.assert_close(values[:, :, :cache.filled], reference.layers[layer].values,
+                                   **close)
 
 
 def test_the_decoding_loop_draws_the_same_tokens_from_the_written_out_step(new_tiny_policy):

@@ -100,7 +100,8 @@ def test_a_busy_core_gets_no_thread(usable, busy, default, expected):
     plan = choose_threads(default, usable, busy)
     assert plan.threads == expected
     assert plan.reason.startswith(f"{expected} thread{'' if expected == 1 else 's'}: ")
-    assert f"{busy:.1f} of them busy" in plan.reason
+    assert f"{usable} usable core{'' if usable == 1 else 's'}, {busy:.1f} busy with other " \
+        "programs" in plan.reason
     assert ("torch's default" in plan.reason) == (default < usable)
 
 

@@ -155,9 +155,12 @@ def timing_table(scripts: list[Path], info: dict[str, dict]) -> str:
 # what the times assume, said where they are given
 BUSY_MACHINE = (
     "**These times assume a machine doing nothing else.** Another program busy on one of the "
-    "cores (a video call, a build, a second notebook running) slows every parallel step, and "
-    "on a two-core laptop a notebook can take several times as long. Close what you can "
-    "before a long run, and run one notebook at a time.")
+    "cores (a video call, a build, a second notebook running) leaves the course fewer cores: "
+    "when a notebook loads the model it gives torch one thread per core that is not busy "
+    "(notebook 00's `threads` line says how many), so it runs at the speed of the cores left "
+    "rather than several times slower, but a program started after the model loaded is not "
+    "seen. Close what you can before a long run, run one notebook at a time, and restart the "
+    "kernel (or set `GRPO_THREADS=1`) if the machine got busy after the load.")
 
 
 def _minutes(seconds: float) -> str:
