@@ -10,10 +10,14 @@ included). Run it with the model already cached (``make setup`` converts it once
 otherwise idle machine.
 
     python benchmarks/bench_exp1.py [--steps 30] [--precision default|float32|both] [--keep DIR]
-                                    [--isa native|avx2]
+                                    [--isa native|avx2] [--seeds N ...]
 
 ``--isa avx2`` holds torch's and oneDNN's kernels to AVX2 (a laptop without AVX-512; the
 default plan is then that laptop's too).
+
+``--seeds 1 2 3`` runs each precision once per seed (``--seed`` of the command line; without
+it, the command's own default seed) and then prints the median time to the target: the step at
+which a run reaches it moves with the sampled tokens, so one seed's time is one draw of it.
 
 ``--keep DIR`` keeps the default-precision run in DIR (the recorded run
 ``data/runs/exp1-length-cpu`` is made this way; its ``config.json`` holds the command).
@@ -44,12 +48,14 @@ def first_step_at_target(rewards: list[float], window: int = WINDOW, target: flo
     return None
 
 
-def run(precision: str, steps: int, out: Path) -> dict:
+def run(precision: str, steps: int, out: Path, seed: int | None = None) -> dict:
     # the learner's command (progress bar, curves redrawn every 5 steps), without a checkpoint
     command = [sys.executable, "-m", "grpo_core", "length", "--profile", "cpu", "--out", str(out),
                "--steps", str(steps), "--no-checkpoint"]
     if precision == "float32":
         command += ["--precision", "float32"]
+    if seed is not None:
+        command += ["--seed", str(seed)]
     metrics = out / "metrics.jsonl"
     arrivals: list[float] = []
     started = time.perf_counter()
@@ -73,6 +79,25 @@ def run(precision: str, steps: int, out: Path) -> dict:
             "median_step_s": sorted(r["step_time"] for r in records)[len(records) // 2]}
 
 
+def summarize_times(times: list[float | None]) -> str:
+    """One line for the times to the target over seeds: the median over the runs that reached it."""
+    reached = sorted(t for t in times if t is not None)
+    if not reached:
+        return f"target not reached in any of {len(times)} seeds"
+    middle = len(reached) // 2
+    median = (reached[middle] if len(reached) % 2 else (reached[middle - 1] + reached[middle]) / 2)
+    return (f"target reached in {len(reached)} of {len(times)} seeds; time to it: median "
+            f"{median:.0f} s, range {reached[0]:.0f}-{reached[-1]:.0f} s")
+
+
+def run_one(precision: str, steps: int, seed: int | None, keep: Path | None) -> dict:
+    if precision == "default" and keep is not None:
+        shutil.rmtree(keep, ignore_errors=True)
+        return run(precision, steps, keep.resolve(), seed)
+    with tempfile.TemporaryDirectory() as folder:
+        return run(precision, steps, Path(folder) / "run", seed)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=30)
@@ -81,23 +106,30 @@ def main() -> int:
                         help="write the default-precision run to this folder (replaced)")
     parser.add_argument("--isa", choices=["native", "avx2"], default="native",
                         help="avx2: torch's and oneDNN's kernels held to AVX2 in every run")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None,
+                        help="run each precision once per seed (default: the command's seed)")
     args = parser.parse_args()
+    if args.keep is not None and args.seeds and len(args.seeds) > 1:
+        parser.error("--keep keeps one run: give at most one seed with it")
     run_with_isa(args.isa, sys.argv[1:])
     print(f"CPU: {cpu_description()}; {isa_description()}")
     names = ["default", "float32"] if args.precision == "both" else [args.precision]
     print(f"experiment 1, cpu profile, {args.steps} steps; target: the mean |len - 20| over "
           f"{WINDOW} steps <= {TARGET:g} characters")
+    seeds = args.seeds or [None]
     for name in names:
-        if name == "default" and args.keep is not None:
-            shutil.rmtree(args.keep, ignore_errors=True)
-            r = run(name, args.steps, args.keep.resolve())
-        else:
-            with tempfile.TemporaryDirectory() as folder:
-                r = run(name, args.steps, Path(folder) / "run")
-        reached = ("not reached" if r["step"] is None else
-                   f"reached at step {r['step']}, {r['at_target_s']:.0f} s after the start")
-        print(f"{name:>8}: {reached}; first step logged at {r['first_line_s']:.0f} s, median step "
-              f"{r['median_step_s']:.1f} s, {r['steps']} steps in {r['total_s']:.0f} s")
+        times = []
+        for seed in seeds:
+            r = run_one(name, args.steps, seed, args.keep)
+            label = name if seed is None else f"{name}, seed {seed}"
+            reached = ("not reached" if r["step"] is None else
+                       f"reached at step {r['step']}, {r['at_target_s']:.0f} s after the start")
+            print(f"{label:>8}: {reached}; first step logged at {r['first_line_s']:.0f} s, "
+                  f"median step {r['median_step_s']:.1f} s, {r['steps']} steps in "
+                  f"{r['total_s']:.0f} s", flush=True)
+            times.append(r["at_target_s"])
+        if len(seeds) > 1:
+            print(f"{name:>8}: {summarize_times(times)}")
     return 0
 
 

@@ -309,9 +309,9 @@ check("00.group_of_four", my_rollout)
 #
 # - A profile (`cpu`, `smoke`, `gpu`) changes the model and the numbers, never which functions
 #   run.
-# - The precision plan says what this machine trains in and why; every plan keeps float32 master
-#   weights (the last section explains its parts).
-# - torch gets one thread per core that no other program keeps busy when the model loads.
+# - The precision plan says what this machine trains in and why (every plan keeps float32 master
+#   weights; the last section explains its parts), and the thread plan gives torch one thread per
+#   core that no other program keeps busy when the model loads.
 # - One completion sampled with the course's own decoding loop, and the mask that ends it at its
 #   first end-of-sequence token.
 #
