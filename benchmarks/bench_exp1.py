@@ -76,7 +76,9 @@ def run(precision: str, steps: int, out: Path, seed: int | None = None) -> dict:
     return {"precision": precision, "step": step, "total_s": total, "steps": len(records),
             "at_target_s": None if step is None else arrivals[step - 1],
             "first_line_s": arrivals[0] if arrivals else None,
-            "median_step_s": sorted(r["step_time"] for r in records)[len(records) // 2]}
+            "median_step_s": sorted(r["step_time"] for r in records)[len(records) // 2],
+            # a step's time follows its completions' length, which the run's own path sets
+            "mean_tokens": sum(r["completions/mean_length"] for r in records) / len(records)}
 
 
 def summarize_times(times: list[float | None]) -> str:
@@ -125,8 +127,8 @@ def main() -> int:
             reached = ("not reached" if r["step"] is None else
                        f"reached at step {r['step']}, {r['at_target_s']:.0f} s after the start")
             print(f"{label:>8}: {reached}; first step logged at {r['first_line_s']:.0f} s, "
-                  f"median step {r['median_step_s']:.1f} s, {r['steps']} steps in "
-                  f"{r['total_s']:.0f} s", flush=True)
+                  f"median step {r['median_step_s']:.1f} s (completions {r['mean_tokens']:.0f} tokens on "
+                  f"average), {r['steps']} steps in {r['total_s']:.0f} s", flush=True)
             times.append(r["at_target_s"])
         if len(seeds) > 1:
             print(f"{name:>8}: {summarize_times(times)}")
