@@ -125,24 +125,25 @@ def count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def choose_threads(default: int, usable: int, busy: float, requested: int | None = None,
-                   where: str = "") -> ThreadPlan:
+def choose_threads(default: int, usable: int, busy: float) -> ThreadPlan:
     """The plan from what was measured (a pure function).
 
     Args:
         default: torch's own thread count (one per core it found).
         usable: cores worth a thread (:func:`usable_cpus`).
         busy: cores' worth of time other programs use (:func:`busy_elsewhere`).
-        requested: a forced count, or None to decide.
-        where: how ``requested`` was given, for the reason.
     """
-    if requested is not None:
-        return ThreadPlan(requested, f"{count(requested, 'thread')}, set by {where or 'request'}")
     held = int(busy + 0.5)  # a core counts as taken from half its time
     threads = max(1, min(default, usable - held))
     words = (f"{count(usable, 'usable core')}, {busy:.1f} busy with other programs"
              + (f", torch's default {default}" if default < usable else ""))
     return ThreadPlan(threads, f"{count(threads, 'thread')}: {words}")
+
+
+def forced_plan(requested: int, where: str) -> ThreadPlan:
+    """A count given by the learner; ``where``: how it was given (``GRPO_THREADS``,
+    ``--threads``), for the reason."""
+    return ThreadPlan(requested, f"{count(requested, 'thread')}, set by {where}")
 
 
 def read_stat(proc: Path) -> tuple[dict[int, tuple[int, int]], int]:
@@ -179,12 +180,10 @@ def torch_default_threads() -> int:
 
 
 @functools.cache
-def decide(requested_text: str, where: str) -> ThreadPlan:
-    """The plan for a request (``"auto"`` or a count), measured once per process."""
-    requested = parse_request(requested_text)
+def measured_plan() -> ThreadPlan:
+    """The plan decided from the machine (``auto``), measured once per process however it
+    was asked for (the default, ``GRPO_THREADS=auto``, ``--threads auto``)."""
     default = torch_default_threads()
-    if requested is not None:
-        return choose_threads(default, 0, 0.0, requested, where)
     affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
     cpus = usable_cpus(affinity, performance_cores())
     busy = measure_busy(cpus) if cpus else None
@@ -194,14 +193,22 @@ def decide(requested_text: str, where: str) -> ThreadPlan:
     return choose_threads(default, len(cpus), busy)
 
 
+def decide(requested_text: str, where: str) -> ThreadPlan:
+    """The plan for a request (``"auto"`` or a count) given ``where``."""
+    requested = parse_request(requested_text)
+    if requested is None:
+        return measured_plan()
+    return forced_plan(requested, where)
+
+
 def thread_plan(requested: str | None = None, where: str = "argument") -> ThreadPlan:
-    """The plan for ``requested`` (given ``where``; else ``GRPO_THREADS``, else ``auto``); the
-    same object for the same request within a process."""
+    """The plan for ``requested`` (given ``where``; else ``GRPO_THREADS``, else ``auto``);
+    ``auto`` is measured once per process and returns the same object every time."""
     if requested is not None:
         return decide(requested, where)
     if THREADS_ENV_VAR in os.environ:
         return decide(os.environ[THREADS_ENV_VAR], THREADS_ENV_VAR)
-    return decide("auto", "")
+    return measured_plan()
 
 
 def apply_threads(plan: ThreadPlan) -> ThreadPlan:

@@ -20,6 +20,7 @@ from grpo_core.threads import (
     choose_threads,
     cpu_list,
     cpu_ticks,
+    forced_plan,
     measure_busy,
     own_ticks,
     parse_request,
@@ -39,9 +40,9 @@ ctxt 999
 def fresh_decisions():
     """Every test decides anew and leaves torch's thread count as it found it."""
     before = torch.get_num_threads()
-    threads.decide.cache_clear()
+    threads.measured_plan.cache_clear()
     yield
-    threads.decide.cache_clear()
+    threads.measured_plan.cache_clear()
     torch.set_num_threads(before)
 
 
@@ -106,8 +107,23 @@ def test_a_busy_core_gets_no_thread(usable, busy, default, expected):
 
 
 def test_a_forced_count_wins_and_says_where_it_came_from():
-    assert choose_threads(2, 2, 2.0, 3, "--threads") == ThreadPlan(3, "3 threads, set by --threads")
-    assert choose_threads(2, 2, 0.0, 1, "") == ThreadPlan(1, "1 thread, set by request")
+    assert forced_plan(3, "--threads") == ThreadPlan(3, "3 threads, set by --threads")
+    assert forced_plan(1, "GRPO_THREADS") == ThreadPlan(1, "1 thread, set by GRPO_THREADS")
+
+
+def test_the_reason_names_torchs_default_only_when_it_is_the_limit():
+    assert choose_threads(2, 2, 0.0).reason == "2 threads: 2 usable cores, 0.0 busy with other programs"
+    assert choose_threads(4, 8, 1.2).reason == ("4 threads: 8 usable cores, 1.2 busy with other "
+                                                "programs, torch's default 4")
+
+
+def test_performance_cores_reads_linux_list_and_is_none_without_one(tmp_path):
+    listed = tmp_path / "cpus"
+    listed.write_text("0-3,8\n")
+    assert threads.performance_cores(listed) == [0, 1, 2, 3, 8]
+    listed.write_text("\n")
+    assert threads.performance_cores(listed) is None
+    assert threads.performance_cores(tmp_path / "absent") is None
 
 
 def test_measure_busy_sees_a_busy_loop_on_a_core_and_not_this_process(tmp_path):
@@ -147,9 +163,11 @@ def test_measure_busy_reads_the_given_proc(tmp_path):
 
 
 def test_the_variable_forces_a_count_and_a_bad_one_fails(monkeypatch):
+    monkeypatch.setattr(threads, "measure_busy", lambda cpus: pytest.fail("a forced count measured"))
     monkeypatch.setenv("GRPO_THREADS", "3")
     assert thread_plan() == ThreadPlan(3, "3 threads, set by GRPO_THREADS")
     assert thread_plan("1", "--threads") == ThreadPlan(1, "1 thread, set by --threads")
+    assert thread_plan("2") == ThreadPlan(2, "2 threads, set by argument")
     monkeypatch.setenv("GRPO_THREADS", "many")
     with pytest.raises(ValueError, match="'many'"):
         thread_plan()
@@ -160,8 +178,11 @@ def test_auto_is_decided_once_per_process(monkeypatch):
     calls = []
     monkeypatch.setattr(threads, "measure_busy", lambda cpus: calls.append(cpus) or 0.0)
     first = thread_plan()
-    assert thread_plan() is first and thread_plan("auto") is not None
-    assert len(calls) == 2  # once for the default request, once for the argument
+    assert thread_plan() is first
+    assert thread_plan("auto") is first and thread_plan(" AUTO", "--threads") is first
+    monkeypatch.setenv("GRPO_THREADS", "auto")
+    assert thread_plan() is first
+    assert len(calls) == 1  # however auto was asked for
     assert first.threads == min(threads.torch_default_threads(), len(os.sched_getaffinity(0)))
 
 
