@@ -11,13 +11,18 @@ otherwise idle machine.
 
     python benchmarks/bench_exp1.py [--steps 30] [--precision default|float32|both] [--keep DIR]
                                     [--isa native|avx2] [--seeds N ...]
+    python benchmarks/bench_exp1.py --summarize OUTPUT [OUTPUT ...]
 
 ``--isa avx2`` holds torch's and oneDNN's kernels to AVX2 (a laptop without AVX-512; the
 default plan is then that laptop's too).
 
 ``--seeds 1 2 3`` runs each precision once per seed (``--seed`` of the command line; without
-it, the command's own default seed) and then prints the median time to the target: the step at
-which a run reaches it moves with the sampled tokens, so one seed's time is one draw of it.
+it, the command's own default seed) and then the time to the target over the seeds that reached
+it: median, range, and mean with its 95 % t-interval. The step at which a run reaches it moves
+with the sampled tokens, so one seed's time is one draw of it.
+
+``--summarize OUTPUT ...`` runs nothing: it reads earlier outputs of this script (their per-seed
+lines) and prints each precision's summary line again, as this version writes it.
 
 ``--keep DIR`` keeps the default-precision run in DIR (the recorded run
 ``data/runs/exp1-length-cpu`` is made this way; its ``config.json`` holds the command).
@@ -27,14 +32,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from statistics import median
 
 from machine import cpu_description, isa_description, run_with_isa
+
+from grpo_core.stats import seed_interval
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET, WINDOW = 10.0, 5
@@ -82,14 +91,28 @@ def run(precision: str, steps: int, out: Path, seed: int | None = None) -> dict:
 
 
 def summarize_times(times: list[float | None]) -> str:
-    """One line for the times to the target over seeds: the median over the runs that reached it."""
+    """One line for the times to the target over seeds (None: a seed that did not reach it):
+    the median and range over the runs that reached it, and their mean with its t-interval
+    (``grpo_core.stats.seed_interval``)."""
     reached = sorted(t for t in times if t is not None)
     if not reached:
         return f"target not reached in any of {len(times)} seeds"
-    middle = len(reached) // 2
-    median = (reached[middle] if len(reached) % 2 else (reached[middle - 1] + reached[middle]) / 2)
+    interval = seed_interval(reached)
+    spread = (f"{interval.confidence * 100:g} % t-interval {interval.low:.0f}-{interval.high:.0f} s"
+              if interval.reason is None else interval.reason)
     return (f"target reached in {len(reached)} of {len(times)} seeds; time to it: median "
-            f"{median:.0f} s, range {reached[0]:.0f}-{reached[-1]:.0f} s")
+            f"{median(reached):.0f} s, range {reached[0]:.0f}-{reached[-1]:.0f} s; mean "
+            f"{interval.mean:.0f} s, {spread}")
+
+
+def times_in_output(text: str) -> dict[str, list[float | None]]:
+    """The times to the target per precision in this script's printed output (its per-seed
+    lines): ``{"float32": [281.0, None, ...]}`` (None: not reached), in the order printed."""
+    times: dict[str, list[float | None]] = {}
+    for match in re.finditer(r"^ *(\w+), seed \d+: (?:reached at step \d+, (\d+) s|not reached)",
+                             text, re.M):
+        times.setdefault(match[1], []).append(None if match[2] is None else float(match[2]))
+    return times
 
 
 def run_one(precision: str, steps: int, seed: int | None, keep: Path | None) -> dict:
@@ -110,7 +133,14 @@ def main() -> int:
                         help="avx2: torch's and oneDNN's kernels held to AVX2 in every run")
     parser.add_argument("--seeds", type=int, nargs="+", default=None,
                         help="run each precision once per seed (default: the command's seed)")
+    parser.add_argument("--summarize", type=Path, nargs="+", default=None, metavar="OUTPUT",
+                        help="run nothing: print the seeds' summary of earlier outputs of this script")
     args = parser.parse_args()
+    if args.summarize:
+        for output in args.summarize:
+            for name, times in times_in_output(output.read_text()).items():
+                print(f"{output.name}: {name}: {summarize_times(times)}")
+        return 0
     if args.keep is not None and args.seeds and len(args.seeds) > 1:
         parser.error("--keep keeps one run: give at most one seed with it")
     run_with_isa(args.isa, sys.argv[1:])

@@ -37,12 +37,11 @@ ctxt 999
 
 
 @pytest.fixture(autouse=True)
-def fresh_decisions():
-    """Every test decides anew and leaves torch's thread count as it found it."""
+def torch_threads_kept():
+    """Every test leaves torch's thread count as it found it (conftest empties the plan's
+    cache, so every test decides anew)."""
     before = torch.get_num_threads()
-    threads.measured_plan.cache_clear()
     yield
-    threads.measured_plan.cache_clear()
     torch.set_num_threads(before)
 
 
